@@ -1,0 +1,15 @@
+"""From-scratch encoder-decoder Transformer with hookable, thread-safe attention capture."""
+
+from model.capture import Capture, capture_attention
+from model.config import TransformerConfig
+from model.transformer import Transformer
+
+__all__ = ["Capture", "Transformer", "TransformerConfig", "capture_attention", "load_checkpoint"]
+
+
+def __getattr__(name: str):  # lazy: checkpoint loading pulls in sentencepiece and safetensors
+    if name == "load_checkpoint":
+        from model.checkpoint import load_checkpoint
+
+        return load_checkpoint
+    raise AttributeError(name)

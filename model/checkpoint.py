@@ -1,0 +1,159 @@
+"""Checkpoints as folders: config.json, model.safetensors, tokenizer model(s), card.json.
+
+Loading never unpickles anything: weights come only from safetensors, metadata only from
+JSON. Every problem names the file and what is wrong with it.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import safetensors
+import torch
+from safetensors.torch import load_model, save_model
+
+from model.config import TransformerConfig
+from model.tokenizer import Tokenizer
+from model.transformer import Transformer
+from model.translator import Translator
+
+PICKLE_SUFFIXES = (".pt", ".pth", ".bin", ".ckpt", ".pkl")
+CONVERT_HINT = (
+    "pickled weights can run arbitrary code and are never loaded; convert them once with "
+    "`python -m model.convert --weights FILE --config config.json --tokenizer-dir DIR --out FOLDER` "
+    "(it reads them with torch.load(weights_only=True))"
+)
+
+
+class CheckpointError(ValueError):
+    """A checkpoint folder or file that cannot be used; the message names the file."""
+
+
+def resolve_device(requested: str = "auto") -> tuple[torch.device, list[str]]:
+    """Pick CUDA, then MPS, then CPU for "auto"; fall back to CPU with a notice when asked for a missing one."""
+    notices: list[str] = []
+    requested = requested.lower()
+    cuda = torch.cuda.is_available()
+    mps = getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available()
+    if requested == "auto":
+        return torch.device("cuda" if cuda else "mps" if mps else "cpu"), notices
+    if requested.startswith("cuda") and not cuda:
+        notices.append("CUDA was requested but is not available here: running on the CPU instead.")
+        return torch.device("cpu"), notices
+    if requested == "mps" and not mps:
+        notices.append("MPS was requested but is not available here: running on the CPU instead.")
+        return torch.device("cpu"), notices
+    if requested not in ("cpu", "mps") and not requested.startswith("cuda"):
+        raise ValueError(f"unknown device {requested!r}: use auto, cpu, cuda or mps")
+    return torch.device(requested), notices
+
+
+def read_json(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        raise CheckpointError(f"{path}: file is missing")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise CheckpointError(f"{path}: not valid JSON ({error})") from error
+    if not isinstance(data, dict):
+        raise CheckpointError(f"{path}: expected a JSON object")
+    return data
+
+
+def save_checkpoint(
+    folder: str | Path,
+    model: Transformer,
+    tokenizer: Tokenizer,
+    card: dict[str, Any] | None = None,
+    half: bool = False,
+) -> Path:
+    """Write a checkpoint folder. ``half`` stores fp16 weights (half the size; loaded back as fp32)."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "config.json").write_text(json.dumps(model.config.to_dict(), indent=2) + "\n")
+    weights = copy.deepcopy(model).cpu()
+    if half:
+        weights = weights.half()
+    save_model(weights, str(folder / "model.safetensors"), metadata={"dtype": "float16" if half else "float32"})
+    tokenizer.save(folder)
+    card = dict(card or {})
+    card.setdefault("parameters", model.num_parameters())
+    (folder / "card.json").write_text(json.dumps(card, indent=2, ensure_ascii=False) + "\n")
+    return folder
+
+
+def _refuse_pickles(path: Path) -> None:
+    if path.is_file() and path.suffix in PICKLE_SUFFIXES:
+        raise CheckpointError(f"{path}: {CONVERT_HINT}")
+    if path.is_dir() and not (path / "model.safetensors").exists():
+        pickles = sorted(p.name for p in path.iterdir() if p.suffix in PICKLE_SUFFIXES)
+        if pickles:
+            raise CheckpointError(f"{path / pickles[0]}: {CONVERT_HINT}")
+
+
+def read_config(folder: Path) -> TransformerConfig:
+    try:
+        return TransformerConfig.from_dict(read_json(folder / "config.json"))
+    except CheckpointError:
+        raise
+    except ValueError as error:
+        raise CheckpointError(f"{folder / 'config.json'}: {error}") from error
+
+
+def build_model(folder: Path) -> tuple[Transformer, Tokenizer]:
+    """Validate every file of a checkpoint folder and return the model (CPU, eval) and tokenizer."""
+    folder = Path(folder)
+    _refuse_pickles(folder)
+    if not folder.is_dir():
+        raise CheckpointError(f"{folder}: not a checkpoint folder")
+    config = read_config(folder)
+    try:
+        tokenizer = Tokenizer.load(folder)
+    except (FileNotFoundError, ValueError) as error:
+        raise CheckpointError(str(error)) from error
+    tokenizer_file = "tokenizer.model" if tokenizer.joint else "source.model/target.model"
+    for side, size in (("source", config.src_vocab_size), ("target", config.tgt_vocab_size)):
+        if tokenizer.vocab_size(side) != size:
+            raise CheckpointError(
+                f"{folder / tokenizer_file}: {side} vocabulary has {tokenizer.vocab_size(side)} pieces "
+                f"but config.json says {size}"
+            )
+        processor = tokenizer.processor(side)
+        expected = {"pad_id": processor.pad_id(), "bos_id": processor.bos_id(), "eos_id": processor.eos_id()}
+        for name, value in expected.items():
+            if getattr(config, name) != value:
+                raise CheckpointError(
+                    f"{folder / 'config.json'}: {name}={getattr(config, name)} but the {side} tokenizer uses {value}"
+                )
+    weights = folder / "model.safetensors"
+    if not weights.is_file():
+        raise CheckpointError(f"{weights}: file is missing")
+    model = Transformer(config)
+    try:
+        with safetensors.safe_open(str(weights), framework="pt") as handle:
+            handle.keys()
+        load_model(model, str(weights), strict=True)
+    except RuntimeError as error:
+        raise CheckpointError(f"{weights}: weights do not match config.json ({error})") from error
+    except Exception as error:  # safetensors raises its own error types for truncated or corrupt files
+        raise CheckpointError(f"{weights}: corrupt or truncated safetensors file ({error})") from error
+    model.float().eval().requires_grad_(False)
+    return model, tokenizer
+
+
+def read_card(folder: Path) -> dict[str, Any]:
+    """card.json describes a shipped model; a folder without one still loads (with an empty card)."""
+    path = Path(folder) / "card.json"
+    return read_json(path) if path.exists() else {}
+
+
+def load_checkpoint(path: str | Path, device: str = "auto") -> Translator:
+    """Load a checkpoint folder onto CUDA when available (then MPS, then CPU) -> Translator."""
+    folder = Path(path)
+    model, tokenizer = build_model(folder)
+    card = read_card(folder)
+    target, notices = resolve_device(device)
+    return Translator(model.to(target), tokenizer, target, name=folder.name, card=card, notices=notices)

@@ -1,0 +1,76 @@
+"""TransformerConfig: every hyper-parameter needed to rebuild a model, saved inside checkpoints."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class TransformerConfig:
+    """Hyper-parameters of the encoder-decoder Transformer (Vaswani et al. 2017, section 3).
+
+    Token ids for padding, start and end follow the tokenizer: the defaults match the
+    SentencePiece models trained by ``model.tokenizer.train_sentencepiece``.
+    """
+
+    src_vocab_size: int
+    tgt_vocab_size: int
+    d_model: int = 512
+    n_heads: int = 8
+    n_encoder_layers: int = 6
+    n_decoder_layers: int = 6
+    d_ff: int = 2048
+    dropout: float = 0.1
+    activation: str = "relu"  # "relu" (the paper) or "gelu"
+    norm_first: bool = False  # False: post-norm as in the paper; True: pre-norm
+    final_norm: bool = False  # LayerNorm after each stack (torch.nn.Transformer has one)
+    layer_norm_eps: float = 1e-5
+    max_len: int = 256  # longest sequence the positional encoding covers
+    share_embeddings: bool = False  # one embedding for source and target (joint vocabulary)
+    tie_output: bool = False  # output projection reuses the target embedding (section 3.4)
+    output_bias: bool = True
+    pad_id: int = 0
+    unk_id: int = 1
+    bos_id: int = 2
+    eos_id: int = 3
+
+    def __post_init__(self) -> None:
+        problems = []
+        if self.d_model % self.n_heads:
+            problems.append(f"d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads})")
+        if self.activation not in ("relu", "gelu"):
+            problems.append(f"activation must be 'relu' or 'gelu', not {self.activation!r}")
+        if self.share_embeddings and self.src_vocab_size != self.tgt_vocab_size:
+            problems.append("share_embeddings needs src_vocab_size == tgt_vocab_size")
+        for name in ("src_vocab_size", "tgt_vocab_size", "d_model", "n_heads", "d_ff", "max_len"):
+            if getattr(self, name) <= 0:
+                problems.append(f"{name} must be positive")
+        if not 0.0 <= self.dropout < 1.0:
+            problems.append("dropout must be in [0, 1)")
+        special = {"pad_id": self.pad_id, "unk_id": self.unk_id, "bos_id": self.bos_id, "eos_id": self.eos_id}
+        for name, value in special.items():
+            if not 0 <= value < min(self.src_vocab_size, self.tgt_vocab_size):
+                problems.append(f"{name}={value} is outside the vocabulary")
+        if problems:
+            raise ValueError("invalid TransformerConfig: " + "; ".join(problems))
+
+    @property
+    def head_dim(self) -> int:
+        return self.d_model // self.n_heads
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TransformerConfig:
+        """Build from a dict (e.g. config.json); unknown or missing keys raise a clear error."""
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"unknown config keys: {', '.join(unknown)}")
+        try:
+            return cls(**data)
+        except TypeError as error:
+            raise ValueError(f"incomplete config: {error}") from error

@@ -1,0 +1,75 @@
+"""Parallel corpora: reading plain or gzipped text files, and token-bucketed batches."""
+
+from __future__ import annotations
+
+import gzip
+import random
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+
+def read_lines(path: str | Path) -> list[str]:
+    """One sentence a line; ``.gz`` files are decompressed; trailing newlines removed."""
+    path = Path(path)
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt", encoding="utf-8") as handle:
+        return [line.rstrip("\n") for line in handle]
+
+
+def split_file(folder: str | Path, split: str, lang: str) -> Path:
+    """``{folder}/{split}.{lang}`` or its ``.gz`` twin, whichever exists."""
+    folder = Path(folder)
+    for candidate in (folder / f"{split}.{lang}", folder / f"{split}.{lang}.gz"):
+        if candidate.exists():
+            return candidate
+    raise FileNotFoundError(f"no {split}.{lang} or {split}.{lang}.gz in {folder}")
+
+
+def read_parallel(src_path: str | Path, tgt_path: str | Path) -> list[tuple[str, str]]:
+    source, target = read_lines(src_path), read_lines(tgt_path)
+    if len(source) != len(target):
+        raise ValueError(f"{src_path} has {len(source)} lines but {tgt_path} has {len(target)}")
+    return list(zip(source, target))
+
+
+@dataclass
+class Example:
+    src: list[int]  # pieces + EOS
+    tgt: list[int]  # BOS + pieces + EOS
+
+
+def token_batches(examples: list[Example], max_tokens: int, seed: int) -> list[list[int]]:
+    """Indices grouped into batches of similar length, each padded size <= max_tokens, in shuffled order.
+
+    Sorting by length (with a seeded tie-break) keeps padding small; shuffling the batches
+    keeps the order random. The same seed gives the same batches on every process.
+    """
+    rng = random.Random(seed)
+    keys = [(len(e.src), len(e.tgt), rng.random()) for e in examples]
+    order = sorted(range(len(examples)), key=lambda i: keys[i])
+    batches: list[list[int]] = []
+    current: list[int] = []
+    longest = 0
+    for index in order:
+        length = max(len(examples[index].src), len(examples[index].tgt))
+        if current and max(longest, length) * (len(current) + 1) > max_tokens:
+            batches.append(current)
+            current, longest = [], 0
+        current.append(index)
+        longest = max(longest, length)
+    if current:
+        batches.append(current)
+    rng.shuffle(batches)
+    return batches
+
+
+def collate(examples: list[Example], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """-> src (B, S) and tgt (B, T) padded with pad_id."""
+    src = torch.full((len(examples), max(len(e.src) for e in examples)), pad_id, dtype=torch.long)
+    tgt = torch.full((len(examples), max(len(e.tgt) for e in examples)), pad_id, dtype=torch.long)
+    for row, example in enumerate(examples):
+        src[row, : len(example.src)] = torch.tensor(example.src)
+        tgt[row, : len(example.tgt)] = torch.tensor(example.tgt)
+    return src, tgt

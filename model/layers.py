@@ -1,0 +1,152 @@
+"""Building blocks of the Transformer, each named after its section of the paper.
+
+Vaswani et al. 2017, "Attention Is All You Need":
+3.2.1 scaled dot-product attention and 3.2.2 multi-head attention -> MultiHeadAttention;
+3.3 position-wise feed-forward networks -> FeedForward;
+3.4 embeddings (scaled by sqrt(d_model)) -> TokenEmbedding;
+3.5 positional encoding -> PositionalEncoding.
+
+Mask convention: a boolean ``allowed`` tensor broadcastable to (B, H, Tq, Tk), True where a
+query may attend to a key. Padded keys and future positions are False; their probability
+is exactly zero.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from model.capture import Probe, is_capturing
+
+# Per-layer incremental-decoding cache: {"k": (B, H, T, dk), "v": (B, H, T, dk)}.
+KVCache = dict[str, torch.Tensor]
+
+
+class TokenEmbedding(nn.Module):
+    """3.4: learned embeddings multiplied by sqrt(d_model)."""
+
+    def __init__(self, vocab_size: int, d_model: int) -> None:
+        super().__init__()
+        self.embedding = nn.Embedding(vocab_size, d_model)
+        self.scale = math.sqrt(d_model)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        return self.embedding(ids) * self.scale  # (B, T, d)
+
+
+def sinusoidal_encoding(max_len: int, d_model: int) -> torch.Tensor:
+    """3.5: PE[pos, 2i] = sin(pos / 10000^(2i/d)), PE[pos, 2i+1] = cos(pos / 10000^(2i/d))."""
+    position = torch.arange(max_len, dtype=torch.float64).unsqueeze(1)  # (L, 1)
+    inverse_wavelength = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float64) * (-math.log(10000.0) / d_model))
+    angles = position * inverse_wavelength  # (L, ceil(d/2))
+    encoding = torch.zeros(max_len, d_model, dtype=torch.float64)
+    encoding[:, 0::2] = torch.sin(angles)
+    encoding[:, 1::2] = torch.cos(angles[:, : d_model // 2])
+    return encoding.float()
+
+
+class PositionalEncoding(nn.Module):
+    """3.5: adds the fixed sinusoidal encoding, then dropout. The added encoding is probed."""
+
+    def __init__(self, d_model: int, max_len: int, dropout: float) -> None:
+        super().__init__()
+        self.register_buffer("encoding", sinusoidal_encoding(max_len, d_model), persistent=False)
+        self.dropout = nn.Dropout(dropout)
+        self.probe = Probe("positional")
+
+    def forward(self, x: torch.Tensor, start: int = 0) -> torch.Tensor:
+        length = x.size(1)
+        if start + length > self.encoding.size(0):
+            raise ValueError(
+                f"sequence of {start + length} positions exceeds max_len={self.encoding.size(0)}; truncate the input"
+            )
+        added = self.probe(self.encoding[start : start + length].to(x.dtype))  # (T, d)
+        return self.dropout(x + added)
+
+
+class MultiHeadAttention(nn.Module):
+    """3.2.2: h parallel scaled dot-product attentions (3.2.1) over learned projections.
+
+    Under ``capture_attention`` the softmax is computed explicitly and the per-head
+    probabilities (B, H, Tq, Tk) pass through ``self.probe`` before dropout; otherwise the
+    fused ``scaled_dot_product_attention`` kernel computes the same result faster.
+    """
+
+    def __init__(self, d_model: int, n_heads: int, dropout: float) -> None:
+        super().__init__()
+        self.n_heads = n_heads
+        self.head_dim = d_model // n_heads
+        self.q_proj = nn.Linear(d_model, d_model)
+        self.k_proj = nn.Linear(d_model, d_model)
+        self.v_proj = nn.Linear(d_model, d_model)
+        self.out_proj = nn.Linear(d_model, d_model)
+        self.dropout = nn.Dropout(dropout)
+        self.probe = Probe("attention")
+
+    def split_heads(self, x: torch.Tensor) -> torch.Tensor:
+        batch, length, _ = x.shape
+        return x.view(batch, length, self.n_heads, self.head_dim).transpose(1, 2)  # (B, H, T, dk)
+
+    def forward(
+        self,
+        query: torch.Tensor,
+        key_value: torch.Tensor,
+        allowed: torch.Tensor | None = None,
+        cache: KVCache | None = None,
+        static_kv: bool = False,
+        is_causal: bool = False,
+    ) -> torch.Tensor:
+        """query (B, Tq, d), key_value (B, Tk, d) -> (B, Tq, d).
+
+        With ``cache``: self-attention appends the new keys/values to it (static_kv=False);
+        cross-attention computes them on the first call and reuses them (static_kv=True).
+        ``is_causal`` asks for the causal mask when ``allowed`` is None (full-length decoding).
+        """
+        q = self.split_heads(self.q_proj(query))  # (B, H, Tq, dk)
+        if cache is not None and static_kv and "k" in cache:
+            k, v = cache["k"], cache["v"]
+        else:
+            k = self.split_heads(self.k_proj(key_value))  # (B, H, Tk, dk)
+            v = self.split_heads(self.v_proj(key_value))
+            if cache is not None:
+                if not static_kv and "k" in cache:
+                    k = torch.cat([cache["k"], k], dim=2)
+                    v = torch.cat([cache["v"], v], dim=2)
+                cache["k"], cache["v"] = k, v
+        if is_causal and allowed is None and q.size(2) > 1:  # one new query may see every cached key
+            allowed = causal_mask(q.size(2), k.size(2), q.device)
+        if is_capturing():
+            scores = q @ k.transpose(-2, -1) / math.sqrt(self.head_dim)  # (B, H, Tq, Tk)
+            if allowed is not None:
+                scores = scores.masked_fill(~allowed, float("-inf"))
+            probs = self.probe(scores.softmax(dim=-1))  # (B, H, Tq, Tk)
+            context = self.dropout(probs) @ v  # (B, H, Tq, dk)
+        else:
+            context = F.scaled_dot_product_attention(
+                q, k, v, attn_mask=allowed, dropout_p=self.dropout.p if self.training else 0.0
+            )
+        batch, _, length, _ = context.shape
+        return self.out_proj(context.transpose(1, 2).reshape(batch, length, -1))  # (B, Tq, d)
+
+
+def causal_mask(n_queries: int, n_keys: int, device: torch.device) -> torch.Tensor:
+    """(Tq, Tk) True on and below the diagonal; queries are the last Tq of Tk positions."""
+    offset = n_keys - n_queries
+    return torch.ones(n_queries, n_keys, dtype=torch.bool, device=device).tril(diagonal=offset)
+
+
+class FeedForward(nn.Module):
+    """3.3: FFN(x) = max(0, x W1 + b1) W2 + b2 (GELU as an option)."""
+
+    def __init__(self, d_model: int, d_ff: int, dropout: float, activation: str) -> None:
+        super().__init__()
+        self.linear1 = nn.Linear(d_model, d_ff)
+        self.linear2 = nn.Linear(d_ff, d_model)
+        self.activation = nn.ReLU() if activation == "relu" else nn.GELU()
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.linear2(self.dropout(self.activation(self.linear1(x))))

@@ -1,0 +1,197 @@
+"""The encoder-decoder Transformer of section 3.1, with residual + dropout + LayerNorm sublayers.
+
+Each sublayer is ``LayerNorm(x + Dropout(Sublayer(x)))`` (post-norm, the paper) or, with
+``norm_first``, ``x + Dropout(Sublayer(LayerNorm(x)))`` (pre-norm).
+
+Masks: source padding (src == pad_id) hides padded keys from encoder self-attention and
+from cross-attention; target padding hides padded keys from decoder self-attention, which
+is also causal (a position sees itself and earlier positions only). Rows of padded
+queries are computed but meaningless; the loss ignores them.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from model.capture import attach_probes
+from model.config import TransformerConfig
+from model.layers import FeedForward, KVCache, MultiHeadAttention, PositionalEncoding, TokenEmbedding, causal_mask
+
+# One entry per decoder layer: {"self": KVCache, "cross": KVCache}. Lives with the request, never on the model.
+DecoderCache = list[dict[str, KVCache]]
+
+
+class EncoderLayer(nn.Module):
+    """3.1 encoder layer: self-attention, then feed-forward."""
+
+    def __init__(self, config: TransformerConfig) -> None:
+        super().__init__()
+        self.norm_first = config.norm_first
+        self.self_attn = MultiHeadAttention(config.d_model, config.n_heads, config.dropout)
+        self.feed_forward = FeedForward(config.d_model, config.d_ff, config.dropout, config.activation)
+        self.norm1 = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
+        self.norm2 = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
+        self.dropout1 = nn.Dropout(config.dropout)
+        self.dropout2 = nn.Dropout(config.dropout)
+
+    def forward(self, x: torch.Tensor, allowed: torch.Tensor | None) -> torch.Tensor:
+        if self.norm_first:
+            h = self.norm1(x)
+            x = x + self.dropout1(self.self_attn(h, h, allowed))
+            return x + self.dropout2(self.feed_forward(self.norm2(x)))
+        x = self.norm1(x + self.dropout1(self.self_attn(x, x, allowed)))
+        return self.norm2(x + self.dropout2(self.feed_forward(x)))
+
+
+class DecoderLayer(nn.Module):
+    """3.1 decoder layer: masked self-attention, cross-attention over the encoder output, feed-forward."""
+
+    def __init__(self, config: TransformerConfig) -> None:
+        super().__init__()
+        self.norm_first = config.norm_first
+        self.self_attn = MultiHeadAttention(config.d_model, config.n_heads, config.dropout)
+        self.cross_attn = MultiHeadAttention(config.d_model, config.n_heads, config.dropout)
+        self.feed_forward = FeedForward(config.d_model, config.d_ff, config.dropout, config.activation)
+        self.norm1 = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
+        self.norm2 = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
+        self.norm3 = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
+        self.dropout1 = nn.Dropout(config.dropout)
+        self.dropout2 = nn.Dropout(config.dropout)
+        self.dropout3 = nn.Dropout(config.dropout)
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        memory: torch.Tensor,
+        self_allowed: torch.Tensor | None,
+        memory_allowed: torch.Tensor | None,
+        cache: dict[str, KVCache] | None = None,
+    ) -> torch.Tensor:
+        self_cache = cache["self"] if cache is not None else None
+        cross_cache = cache["cross"] if cache is not None else None
+        causal = self_allowed is None
+
+        def self_block(h: torch.Tensor) -> torch.Tensor:
+            return self.self_attn(h, h, self_allowed, cache=self_cache, is_causal=causal)
+
+        def cross_block(h: torch.Tensor) -> torch.Tensor:
+            return self.cross_attn(h, memory, memory_allowed, cache=cross_cache, static_kv=True)
+
+        if self.norm_first:
+            x = x + self.dropout1(self_block(self.norm1(x)))
+            x = x + self.dropout2(cross_block(self.norm2(x)))
+            return x + self.dropout3(self.feed_forward(self.norm3(x)))
+        x = self.norm1(x + self.dropout1(self_block(x)))
+        x = self.norm2(x + self.dropout2(cross_block(x)))
+        return self.norm3(x + self.dropout3(self.feed_forward(x)))
+
+
+class Encoder(nn.Module):
+    """3.1 encoder: embeddings + positional encoding, then N identical layers."""
+
+    def __init__(self, config: TransformerConfig, embed: TokenEmbedding) -> None:
+        super().__init__()
+        self.embed = embed
+        self.positional = PositionalEncoding(config.d_model, config.max_len, config.dropout)
+        self.layers = nn.ModuleList(EncoderLayer(config) for _ in range(config.n_encoder_layers))
+        self.norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps) if config.final_norm else None
+
+    def forward(self, src_ids: torch.Tensor, allowed: torch.Tensor | None) -> torch.Tensor:
+        x = self.positional(self.embed(src_ids))  # (B, S, d)
+        for layer in self.layers:
+            x = layer(x, allowed)
+        return self.norm(x) if self.norm is not None else x
+
+
+class Decoder(nn.Module):
+    """3.1 decoder: embeddings + positional encoding, then N identical layers."""
+
+    def __init__(self, config: TransformerConfig, embed: TokenEmbedding) -> None:
+        super().__init__()
+        self.embed = embed
+        self.positional = PositionalEncoding(config.d_model, config.max_len, config.dropout)
+        self.layers = nn.ModuleList(DecoderLayer(config) for _ in range(config.n_decoder_layers))
+        self.norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps) if config.final_norm else None
+
+    def forward(
+        self,
+        tgt_ids: torch.Tensor,
+        memory: torch.Tensor,
+        self_allowed: torch.Tensor | None,
+        memory_allowed: torch.Tensor | None,
+        cache: DecoderCache | None = None,
+        start: int = 0,
+    ) -> torch.Tensor:
+        x = self.positional(self.embed(tgt_ids), start=start)  # (B, T, d)
+        for index, layer in enumerate(self.layers):
+            x = layer(x, memory, self_allowed, memory_allowed, cache[index] if cache is not None else None)
+        return self.norm(x) if self.norm is not None else x
+
+
+class Transformer(nn.Module):
+    """Encoder-decoder Transformer; ``forward(src_ids, tgt_ids) -> logits`` (batch first)."""
+
+    def __init__(self, config: TransformerConfig) -> None:
+        super().__init__()
+        self.config = config
+        src_embed = TokenEmbedding(config.src_vocab_size, config.d_model)
+        tgt_embed = src_embed if config.share_embeddings else TokenEmbedding(config.tgt_vocab_size, config.d_model)
+        self.encoder = Encoder(config, src_embed)
+        self.decoder = Decoder(config, tgt_embed)
+        self.generator = nn.Linear(config.d_model, config.tgt_vocab_size, bias=config.output_bias)
+        self.reset_parameters()
+        if config.tie_output:
+            self.generator.weight = tgt_embed.embedding.weight
+        attach_probes(self)
+
+    def reset_parameters(self) -> None:
+        """Xavier-uniform for every matrix, as the PyTorch translation tutorial does."""
+        for parameter in self.parameters():
+            if parameter.dim() > 1:
+                nn.init.xavier_uniform_(parameter)
+
+    def padding_allowed(self, ids: torch.Tensor) -> torch.Tensor | None:
+        """(B, 1, 1, T) True on real tokens, or None when nothing is padded (lets kernels skip the mask)."""
+        padded = ids == self.config.pad_id
+        if not bool(padded.any()):
+            return None
+        return ~padded[:, None, None, :]
+
+    def encode(self, src_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """src_ids (B, S) -> memory (B, S, d) and the source key mask reused by cross-attention."""
+        src_allowed = self.padding_allowed(src_ids)
+        return self.encoder(src_ids, src_allowed), src_allowed
+
+    def decode(
+        self,
+        tgt_ids: torch.Tensor,
+        memory: torch.Tensor,
+        src_allowed: torch.Tensor | None,
+        cache: DecoderCache | None = None,
+        start: int = 0,
+    ) -> torch.Tensor:
+        """tgt_ids (B, T) at positions start.. -> logits (B, T, V).
+
+        Without a cache this is the full causal pass (padding in tgt_ids is masked). With a
+        cache, tgt_ids are the next tokens only and earlier keys/values come from the cache.
+        """
+        self_allowed = None
+        if cache is None:
+            tgt_allowed = self.padding_allowed(tgt_ids)
+            if tgt_allowed is not None:
+                length = tgt_ids.size(1)
+                self_allowed = tgt_allowed & causal_mask(length, length, tgt_ids.device)  # (B, 1, T, T)
+        hidden = self.decoder(tgt_ids, memory, self_allowed, src_allowed, cache=cache, start=start)
+        return self.generator(hidden)
+
+    def new_cache(self) -> DecoderCache:
+        return [{"self": {}, "cross": {}} for _ in range(self.config.n_decoder_layers)]
+
+    def forward(self, src_ids: torch.Tensor, tgt_ids: torch.Tensor) -> torch.Tensor:
+        """src_ids (B, S), tgt_ids (B, T) -> logits (B, T, tgt_vocab_size)."""
+        memory, src_allowed = self.encode(src_ids)
+        return self.decode(tgt_ids, memory, src_allowed)
+
+    def num_parameters(self) -> int:
+        return sum(p.numel() for p in self.parameters())
