@@ -1,0 +1,55 @@
+"""Shared fixtures: small random models and a tokenizer trained here on text the test writes."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+import torch
+
+from model import Transformer, TransformerConfig
+from model.checkpoint import save_checkpoint
+from model.tokenizer import Tokenizer, train_sentencepiece
+
+WORDS = (
+    "a the man woman dog cat child girl boy is are runs sits plays rides walks on in at with "
+    "blue red green shirt bike street park snow water ball two three young old"
+).split()
+
+
+def toy_sentences(count: int, seed: int = 0) -> list[str]:
+    rng = random.Random(seed)
+    return [" ".join(rng.choice(WORDS) for _ in range(rng.randint(3, 9))) + "." for _ in range(count)]
+
+
+@pytest.fixture(scope="session")
+def toy_tokenizer() -> Tokenizer:
+    return Tokenizer.from_model_bytes(train_sentencepiece(toy_sentences(400), vocab_size=80))
+
+
+def small_config(vocab: int, **overrides) -> TransformerConfig:
+    settings = dict(
+        src_vocab_size=vocab,
+        tgt_vocab_size=vocab,
+        d_model=32,
+        n_heads=4,
+        n_encoder_layers=2,
+        n_decoder_layers=2,
+        d_ff=64,
+        dropout=0.0,
+        max_len=64,
+    )
+    settings.update(overrides)
+    return TransformerConfig(**settings)
+
+
+@pytest.fixture(scope="session")
+def tiny_checkpoint(tmp_path_factory, toy_tokenizer) -> Path:
+    """A random 2+2-layer model with the toy tokenizer saved as a checkpoint folder."""
+    torch.manual_seed(0)
+    vocab = toy_tokenizer.vocab_size("source")
+    model = Transformer(small_config(vocab, share_embeddings=True, tie_output=True, output_bias=False)).eval()
+    folder = tmp_path_factory.mktemp("checkpoints") / "tiny-en-de"
+    card = {"source_language": "en", "target_language": "de", "data": "random weights (tests)"}
+    return save_checkpoint(folder, model, toy_tokenizer, card)
