@@ -33,6 +33,13 @@ def length_penalty(length: int, alpha: float) -> float:
     return ((5.0 + length) / 6.0) ** alpha
 
 
+def next_token_log_probs(model: Transformer, logits: torch.Tensor) -> torch.Tensor:
+    """Log-probabilities of the next token; padding and BOS can never be generated."""
+    logits = logits.float().clone()
+    logits[..., [model.config.pad_id, model.config.bos_id]] = float("-inf")
+    return torch.log_softmax(logits, dim=-1)
+
+
 def _start_tokens(model: Transformer, rows: int, prefix: list[int] | None, device: torch.device) -> torch.Tensor:
     start = [model.config.bos_id] + list(prefix or [])
     return torch.tensor(start, dtype=torch.long, device=device).repeat(rows, 1)  # (rows, P)
@@ -60,7 +67,7 @@ def greedy_decode(
     step_input = tokens
     for _ in range(max_len):
         logits = model.decode(step_input, memory, src_allowed, cache=cache, start=tokens.size(1) - step_input.size(1))
-        next_token = logits[:, -1].argmax(dim=-1)  # (B,)
+        next_token = next_token_log_probs(model, logits[:, -1]).argmax(dim=-1)  # (B,)
         next_token = next_token.masked_fill(finished, config.pad_id)
         tokens = torch.cat([tokens, next_token[:, None]], dim=1)
         finished |= next_token == config.eos_id
@@ -120,7 +127,7 @@ def beam_search(
     step_input = tokens
     for _ in range(max_len):
         logits = model.decode(step_input, memory, src_allowed, cache=cache, start=tokens.size(1) - step_input.size(1))
-        log_probs = torch.log_softmax(logits[:, -1].float(), dim=-1)  # (B*K, V)
+        log_probs = next_token_log_probs(model, logits[:, -1])  # (B*K, V)
         vocab = log_probs.size(-1)
         candidates = (scores.view(-1, 1) + log_probs).view(batch, beams * vocab)
         top_scores, top_index = candidates.topk(min(2 * beams, beams * vocab), dim=1)  # (B, 2K)

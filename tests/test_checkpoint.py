@@ -1,0 +1,125 @@
+"""Checkpoint folders: identical outputs after a round trip, and clear refusals of bad files."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+import torch
+
+from model import Transformer, load_checkpoint
+from model.checkpoint import CheckpointError, resolve_device, save_checkpoint
+from model.tokenizer import Tokenizer, word_index
+from tests.conftest import small_config
+
+
+@pytest.fixture
+def checkpoint_copy(tiny_checkpoint, tmp_path):
+    folder = tmp_path / "copy"
+    shutil.copytree(tiny_checkpoint, folder)
+    return folder
+
+
+def test_save_and_load_give_identical_outputs(tmp_path, toy_tokenizer):
+    torch.manual_seed(0)
+    vocab = toy_tokenizer.vocab_size("source")
+    model = Transformer(small_config(vocab, final_norm=True)).eval()
+    save_checkpoint(tmp_path / "m", model, toy_tokenizer, {"note": "test"})
+    loaded = load_checkpoint(tmp_path / "m", device="cpu")
+    src, tgt = torch.randint(4, vocab, (2, 6)), torch.randint(4, vocab, (2, 5))
+    with torch.inference_mode():
+        assert torch.equal(loaded.model(src, tgt), model(src, tgt))
+    assert loaded.card["note"] == "test" and loaded.card["parameters"] == model.num_parameters()
+    assert loaded.config == model.config
+
+
+def test_half_precision_checkpoint_is_smaller_and_close(tmp_path, toy_tokenizer):
+    torch.manual_seed(0)
+    model = Transformer(small_config(toy_tokenizer.vocab_size("source"))).eval()
+    save_checkpoint(tmp_path / "full", model, toy_tokenizer)
+    save_checkpoint(tmp_path / "half", model, toy_tokenizer, half=True)
+    full, half = (tmp_path / "full/model.safetensors").stat().st_size, (tmp_path / "half/model.safetensors").stat().st_size
+    assert half < 0.6 * full
+    loaded = load_checkpoint(tmp_path / "half", device="cpu").model
+    for (name, a), b in zip(model.state_dict().items(), loaded.state_dict().values()):
+        assert b.dtype == torch.float32 and torch.allclose(a, b, atol=1e-2, rtol=1e-3), name
+
+
+def test_pickled_weights_are_refused_with_conversion_hint(checkpoint_copy):
+    (checkpoint_copy / "model.safetensors").unlink()
+    torch.save({"weights": torch.zeros(1)}, checkpoint_copy / "pytorch_model.bin")
+    with pytest.raises(CheckpointError, match=r"pytorch_model\.bin.*model\.convert"):
+        load_checkpoint(checkpoint_copy)
+    with pytest.raises(CheckpointError, match="never loaded"):
+        load_checkpoint(checkpoint_copy / "pytorch_model.bin")
+
+
+def test_truncated_weights_name_the_file(checkpoint_copy):
+    weights = checkpoint_copy / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:200])
+    with pytest.raises(CheckpointError, match=r"model\.safetensors: corrupt or truncated"):
+        load_checkpoint(checkpoint_copy)
+
+
+def test_wrong_shapes_name_the_file(checkpoint_copy):
+    config = json.loads((checkpoint_copy / "config.json").read_text())
+    config["d_ff"] = 128
+    (checkpoint_copy / "config.json").write_text(json.dumps(config))
+    with pytest.raises(CheckpointError, match=r"model\.safetensors: weights do not match config\.json"):
+        load_checkpoint(checkpoint_copy)
+
+
+def test_vocabulary_mismatch_names_the_tokenizer(checkpoint_copy):
+    config = json.loads((checkpoint_copy / "config.json").read_text())
+    config["src_vocab_size"] = config["tgt_vocab_size"] = 90
+    (checkpoint_copy / "config.json").write_text(json.dumps(config))
+    with pytest.raises(CheckpointError, match=r"tokenizer\.model: source vocabulary has 80 pieces but config\.json says 90"):
+        load_checkpoint(checkpoint_copy)
+
+
+@pytest.mark.parametrize("content,message", [("{not json", "not valid JSON"), ('{"d_model": 3}', "config.json")])
+def test_bad_config_names_the_file(checkpoint_copy, content, message):
+    (checkpoint_copy / "config.json").write_text(content)
+    with pytest.raises(CheckpointError, match=message):
+        load_checkpoint(checkpoint_copy)
+
+
+def test_missing_files_are_named(checkpoint_copy):
+    (checkpoint_copy / "tokenizer.model").unlink()
+    with pytest.raises(CheckpointError, match="tokenizer.model"):
+        load_checkpoint(checkpoint_copy)
+    with pytest.raises(CheckpointError, match="not a checkpoint folder"):
+        load_checkpoint(checkpoint_copy / "nowhere")
+
+
+def test_corrupt_tokenizer_is_named(checkpoint_copy):
+    (checkpoint_copy / "tokenizer.model").write_bytes(b"garbage")
+    with pytest.raises(CheckpointError, match=r"tokenizer\.model: not a valid SentencePiece model"):
+        load_checkpoint(checkpoint_copy)
+
+
+def test_device_resolution_falls_back_with_a_notice():
+    device, notices = resolve_device("auto")
+    assert device.type in ("cpu", "cuda", "mps")
+    if not torch.cuda.is_available():
+        device, notices = resolve_device("cuda")
+        assert device.type == "cpu" and "CUDA" in notices[0]
+    with pytest.raises(ValueError, match="unknown device"):
+        resolve_device("tpu")
+
+
+def test_tokenizer_ids_pieces_and_words(toy_tokenizer, tmp_path):
+    ids = toy_tokenizer.encode("a man rides a bike.")
+    pieces = toy_tokenizer.pieces(ids)
+    assert toy_tokenizer.decode(ids, "source") == "a man rides a bike."
+    assert "".join(pieces).replace("\u2581", " ").strip() == "a man rides a bike."
+    assert toy_tokenizer.special_ids() == {
+        "pad_id": toy_tokenizer.source.pad_id(),
+        "unk_id": toy_tokenizer.source.unk_id(),
+        "bos_id": toy_tokenizer.source.bos_id(),
+        "eos_id": toy_tokenizer.source.eos_id(),
+    }
+    assert word_index(["<s>", "\u2581a", "\u2581bi", "ke", ".", "</s>"]) == [0, 1, 2, 2, 2, 3]
+    toy_tokenizer.save(tmp_path)
+    assert Tokenizer.load(tmp_path).encode("a man") == toy_tokenizer.encode("a man")

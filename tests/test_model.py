@@ -1,0 +1,163 @@
+"""The scratch Transformer against the paper and against torch.nn.Transformer."""
+
+from __future__ import annotations
+
+import copy
+import math
+
+import pytest
+import torch
+from torch import nn
+
+from model import Transformer, TransformerConfig, capture_attention
+from model.interop import Seq2SeqTransformer, export_torch, import_torch, tutorial_logits
+from model.layers import PositionalEncoding, TokenEmbedding, sinusoidal_encoding
+from tests.conftest import small_config
+
+VARIANTS = {
+    "paper": {},
+    "tied": dict(share_embeddings=True, tie_output=True, output_bias=False),
+    "prenorm-gelu-finalnorm": dict(norm_first=True, activation="gelu", final_norm=True),
+}
+
+
+def random_batch(vocab: int, pad: bool, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    generator = torch.Generator().manual_seed(seed)
+    src = torch.randint(4, vocab, (3, 9), generator=generator)
+    tgt = torch.randint(4, vocab, (3, 7), generator=generator)
+    if pad:
+        src[0, 6:] = 0
+        src[2, 8:] = 0
+        tgt[1, 4:] = 0
+    return src, tgt
+
+
+def test_positional_encoding_is_the_papers_formula():
+    d_model, length = 10, 17
+    encoding = sinusoidal_encoding(length, d_model)
+    for pos in range(length):
+        for i in range(d_model):
+            angle = pos / 10000 ** (2 * (i // 2) / d_model)
+            expected = math.sin(angle) if i % 2 == 0 else math.cos(angle)
+            assert encoding[pos, i].item() == pytest.approx(expected, abs=1e-6)
+    module = PositionalEncoding(d_model, length, dropout=0.0)
+    x = torch.zeros(2, 5, d_model)
+    assert torch.equal(module(x, start=3), encoding[3:8].expand(2, 5, d_model))
+    with pytest.raises(ValueError, match="max_len"):
+        module(torch.zeros(1, length + 1, d_model))
+
+
+def test_token_embedding_scaled_by_sqrt_d_model():
+    embed = TokenEmbedding(11, 16)
+    ids = torch.tensor([[1, 5, 7]])
+    assert torch.allclose(embed(ids), embed.embedding.weight[ids] * 4.0)
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("pad", [False, True])
+@pytest.mark.parametrize("dtype,tolerance", [(torch.float32, 1e-5), (torch.float64, 1e-9)])
+def test_matches_torch_transformer_both_ways(variant, pad, dtype, tolerance):
+    torch.manual_seed(0)
+    ours = Transformer(small_config(40, **VARIANTS[variant])).to(dtype).eval()
+    theirs = export_torch(ours).to(dtype).eval()
+    assert sum(p.numel() for p in ours.parameters()) == sum(p.numel() for p in theirs.parameters())
+    src, tgt = random_batch(40, pad)
+    real = tgt != 0  # logits at padded target positions are not defined by either model
+    expected = tutorial_logits(theirs, src, tgt, pad_id=0)
+    logits = ours(src, tgt)
+    assert logits.shape == expected.shape == (3, 7, 40)
+    assert (logits - expected)[real].abs().max().item() < tolerance
+
+    torch.manual_seed(1)
+    fresh_torch = Seq2SeqTransformer(ours.config).to(dtype).eval()  # the other way: torch -> ours
+    imported = import_torch(fresh_torch, pad_id=0, bos_id=2, eos_id=3).eval()
+    difference = imported(src, tgt) - tutorial_logits(fresh_torch, src, tgt, pad_id=0)
+    assert difference[real].abs().max().item() < tolerance
+
+
+def test_gradients_match_torch_transformer():
+    torch.manual_seed(0)
+    ours = Transformer(small_config(40, final_norm=True)).double()
+    theirs = export_torch(ours).double()
+    src, tgt = random_batch(40, pad=True)
+    target = torch.randint(4, 40, tgt.shape)
+    loss_ours = nn.functional.cross_entropy(ours(src, tgt).flatten(0, 1), target.flatten())
+    loss_theirs = nn.functional.cross_entropy(tutorial_logits(theirs, src, tgt, 0).flatten(0, 1), target.flatten())
+    loss_ours.backward()
+    loss_theirs.backward()
+    # Map torch's gradients into our layout by importing a copy whose parameters are the gradients.
+    gradients_as_module = copy.deepcopy(theirs)
+    with torch.no_grad():
+        for parameter, source in zip(gradients_as_module.parameters(), theirs.parameters(), strict=True):
+            parameter.copy_(source.grad)
+    mapped = dict(import_torch(gradients_as_module, 0, 2, 3).named_parameters())
+    for name, parameter in ours.named_parameters():
+        assert torch.allclose(parameter.grad, mapped[name], atol=1e-10), name
+
+
+def test_per_head_attention_equals_torch_multihead_attention_weights():
+    torch.manual_seed(0)
+    ours = Transformer(small_config(40)).eval()
+    theirs = export_torch(ours).eval()
+    src, tgt = random_batch(40, pad=True)
+    with capture_attention(ours) as capture:
+        ours(src, tgt)
+    x = ours.encoder.positional(ours.encoder.embed(src)).transpose(0, 1)  # (S, B, d) seq-first
+    attention = theirs.transformer.encoder.layers[0].self_attn
+    _, weights = attention(x, x, x, key_padding_mask=src == 0, need_weights=True, average_attn_weights=False)
+    assert torch.allclose(capture.attention["encoder.layers.0.self_attn"], weights, atol=1e-6)
+
+
+def test_captured_attention_properties():
+    torch.manual_seed(0)
+    model = Transformer(small_config(40)).eval()
+    src, tgt = random_batch(40, pad=True)
+    plain = model(src, tgt)
+    with capture_attention(model) as capture:
+        explicit = model(src, tgt)
+    assert torch.allclose(plain, explicit, atol=1e-5), "fused and explicit attention paths disagree"
+    expected_names = {f"encoder.layers.{i}.self_attn" for i in range(2)}
+    expected_names |= {f"decoder.layers.{i}.{kind}" for i in range(2) for kind in ("self_attn", "cross_attn")}
+    assert set(capture.attention) == expected_names
+    for name, weights in capture.attention.items():
+        assert weights.device.type == "cpu"
+        assert weights.shape[:2] == (3, 4)
+        assert torch.allclose(weights.sum(-1), torch.ones(weights.shape[:-1]), atol=1e-6), name
+        if name.startswith("encoder") or "cross" in name:
+            assert torch.all(weights[0, :, :, 6:] == 0), "padded source keys must get exactly zero"
+    for i in range(2):
+        decoder_self = capture.attention[f"decoder.layers.{i}.self_attn"]
+        assert torch.all(decoder_self.triu(diagonal=1) == 0), "future positions must get exactly zero"
+        assert torch.all(decoder_self[1, :, :, 4:] == 0), "padded target keys must get exactly zero"
+    assert torch.equal(capture.positional["encoder.positional"], sinusoidal_encoding(64, 32)[:9])
+    assert capture.positional["decoder.positional"].shape == (7, 32)
+
+
+def test_capture_is_scoped_to_its_block_and_leaves_model_untouched():
+    model = Transformer(small_config(40)).eval()
+    hooks_before = {name: len(m._forward_hooks) for name, m in model.named_modules()}
+    src, tgt = random_batch(40, pad=False)
+    with capture_attention(model) as capture:
+        model(src, tgt)
+    count = len(capture.attention)
+    model(src, tgt)  # outside the block: nothing more is recorded
+    assert len(capture.calls["encoder.layers.0.self_attn"]) == 1 and len(capture.attention) == count
+    assert hooks_before == {name: len(m._forward_hooks) for name, m in model.named_modules()}
+    assert not model.training
+
+
+def test_config_validation_and_round_trip():
+    config = small_config(40, share_embeddings=True)
+    assert TransformerConfig.from_dict(config.to_dict()) == config
+    with pytest.raises(ValueError, match="divisible"):
+        small_config(40, n_heads=5)
+    with pytest.raises(ValueError, match="unknown config keys"):
+        TransformerConfig.from_dict({**config.to_dict(), "colour": "blue"})
+    with pytest.raises(ValueError, match="share_embeddings"):
+        small_config(40, share_embeddings=True, tgt_vocab_size=41)
+
+
+def test_tied_weights_are_one_tensor():
+    model = Transformer(small_config(40, share_embeddings=True, tie_output=True, output_bias=False))
+    assert model.encoder.embed is model.decoder.embed
+    assert model.generator.weight is model.decoder.embed.embedding.weight
