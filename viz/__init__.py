@@ -1,0 +1,51 @@
+"""Pure figure builders: captured arrays (or a Trace) in, plotly Figure out. No Streamlit, no model runs.
+
+Usable as is in a notebook::
+
+    trace = load_checkpoint("checkpoints/multi30k-en-de").trace("Two dogs are playing in the snow.")
+    axes = attention_axes(trace, "cross")
+    attention_heatmap(axes.stack[0, 1], axes.query_pieces, axes.key_pieces, merge_words=True).show()
+"""
+
+from viz.attention import (
+    aggregate_figure,
+    attention_grid,
+    attention_heatmap,
+    attention_rollout,
+    head_view,
+    max_over_heads,
+    mean_over_heads,
+)
+from viz.decoding import step_attention, token_probabilities, top_k_figure
+from viz.positional import encoding_norms, positional_curves, positional_matrix, positional_similarity
+from viz.style import ATTENTION_COLORSCALE, chart_config, power_colorscale
+from viz.tokens import TokenAttention, display_piece, select_tokens
+from viz.trace_views import ATTENTION_KINDS, AttentionAxes, DecodingStep, attention_axes, decoding_step
+
+__all__ = [
+    "ATTENTION_COLORSCALE",
+    "ATTENTION_KINDS",
+    "AttentionAxes",
+    "DecodingStep",
+    "TokenAttention",
+    "aggregate_figure",
+    "attention_axes",
+    "attention_grid",
+    "attention_heatmap",
+    "attention_rollout",
+    "chart_config",
+    "decoding_step",
+    "display_piece",
+    "encoding_norms",
+    "head_view",
+    "max_over_heads",
+    "mean_over_heads",
+    "positional_curves",
+    "positional_matrix",
+    "positional_similarity",
+    "power_colorscale",
+    "select_tokens",
+    "step_attention",
+    "token_probabilities",
+    "top_k_figure",
+]

@@ -1,0 +1,297 @@
+"""Attention figures: one head as a heatmap, all heads as a grid, the head view (lines), aggregates.
+
+Every builder takes attention as captured, (..., queries, keys) numpy arrays, and the pieces
+of both axes; ``merge_words`` and ``show_special`` are applied by viz.tokens.select_tokens
+(see there for what merging and hiding do to the weights). Axes are integer positions with
+tick labels, so a token that occurs twice keeps two rows; hovers show the exact weight.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Sequence
+
+import numpy as np
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from viz.style import ATTENTION_COLORSCALE, ROW_HEIGHT, base_layout, head_colour
+from viz.tokens import TokenAttention, select_tokens
+
+HEATMAP_HOVER = "query %{customdata[0]} (%{y})<br>key %{customdata[1]} (%{x})<br>weight %{z:.4f}<extra></extra>"
+OPACITY_LEVELS = 10  # the head view draws lines in this many opacity steps (one plotly trace each)
+
+
+def _hover_labels(attention: TokenAttention) -> np.ndarray:
+    """(queries, keys, 2) array of [query label, key label] for each cell's hover."""
+    queries, keys = len(attention.query_labels), len(attention.key_labels)
+    labels = np.empty((queries, keys, 2), dtype=object)
+    labels[:, :, 0] = np.asarray(attention.query_labels, dtype=object)[:, None]
+    labels[:, :, 1] = np.asarray(attention.key_labels, dtype=object)[None, :]
+    return labels
+
+
+def _heatmap(weights: np.ndarray, attention: TokenAttention, annotate: bool, hover: str, **kwargs) -> go.Heatmap:
+    return go.Heatmap(
+        z=weights,
+        x=list(range(weights.shape[1])),
+        y=list(range(weights.shape[0])),
+        customdata=_hover_labels(attention),
+        hovertemplate=hover,
+        texttemplate="%{z:.2f}" if annotate else None,
+        textfont={"size": 9},
+        **kwargs,
+    )
+
+
+def _token_axes(figure: go.Figure, attention: TokenAttention, **selector) -> None:
+    figure.update_xaxes(
+        tickmode="array",
+        tickvals=list(range(len(attention.key_labels))),
+        ticktext=attention.key_labels,
+        tickangle=-60,
+        showgrid=False,
+        **selector,
+    )
+    figure.update_yaxes(
+        tickmode="array",
+        tickvals=list(range(len(attention.query_labels))),
+        ticktext=attention.query_labels,
+        autorange="reversed",  # first query at the top, as in a matrix
+        showgrid=False,
+        **selector,
+    )
+
+
+def attention_heatmap(
+    weights: np.ndarray,
+    query_pieces: Sequence[str],
+    key_pieces: Sequence[str],
+    *,
+    merge_words: bool = False,
+    show_special: bool = True,
+    annotate: bool = False,
+    title: str = "",
+) -> go.Figure:
+    """One head's (queries, keys) attention: query tokens down, key tokens across.
+
+    ``title`` is plain text (escaped here). The colour scale is square-root bent so small
+    weights show; the hover gives the exact weight.
+    """
+    attention = select_tokens(weights, query_pieces, key_pieces, merge_words=merge_words, show_special=show_special)
+    heatmap = _heatmap(
+        attention.weights,
+        attention,
+        annotate,
+        HEATMAP_HOVER,
+        colorscale=ATTENTION_COLORSCALE,
+        zmin=0.0,
+        zmax=1.0,
+        colorbar={"title": {"text": "weight"}},
+    )
+    figure = go.Figure(heatmap)
+    _token_axes(figure, attention)
+    figure.update_xaxes(title_text="key (attended to)")
+    figure.update_yaxes(title_text="query (attending)")
+    return base_layout(figure, html.escape(title), height=180 + ROW_HEIGHT * len(attention.query_labels))
+
+
+def attention_grid(
+    stack: np.ndarray,
+    query_pieces: Sequence[str],
+    key_pieces: Sequence[str],
+    *,
+    merge_words: bool = False,
+    show_special: bool = True,
+    title: str = "",
+) -> go.Figure:
+    """Every head of every layer at once: a (layers, heads) grid of small heatmaps sharing one colour scale.
+
+    ``stack`` is (layers, heads, queries, keys), as Trace.attention_stack returns it.
+    """
+    attention = select_tokens(stack, query_pieces, key_pieces, merge_words=merge_words, show_special=show_special)
+    n_layers, n_heads = attention.weights.shape[:2]
+    figure = make_subplots(
+        rows=n_layers,
+        cols=n_heads,
+        shared_xaxes=True,
+        shared_yaxes=True,
+        row_titles=[f"layer {layer}" for layer in range(n_layers)],
+        column_titles=[f"head {head}" for head in range(n_heads)],
+        horizontal_spacing=0.015,
+        vertical_spacing=0.02,
+    )
+    for layer in range(n_layers):
+        for head in range(n_heads):
+            hover = f"layer {layer}, head {head}<br>" + HEATMAP_HOVER
+            trace = _heatmap(attention.weights[layer, head], attention, False, hover, coloraxis="coloraxis")
+            figure.add_trace(trace, row=layer + 1, col=head + 1)
+    _token_axes(figure, attention)
+    figure.update_xaxes(tickfont={"size": 9})
+    figure.update_yaxes(tickfont={"size": 9})
+    figure.update_layout(coloraxis={"colorscale": ATTENTION_COLORSCALE, "cmin": 0.0, "cmax": 1.0})
+    panel_height = max(140, 12 * len(attention.query_labels))
+    return base_layout(figure, html.escape(title), height=120 + panel_height * n_layers)
+
+
+def head_view(
+    weights: np.ndarray,
+    query_pieces: Sequence[str],
+    key_pieces: Sequence[str],
+    *,
+    heads: Sequence[int] | None = None,
+    query: int | None = None,
+    min_weight: float = 0.01,
+    merge_words: bool = False,
+    show_special: bool = True,
+    title: str = "",
+) -> go.Figure:
+    """Lines from each query token (left) to each key token (right); opacity follows the weight.
+
+    ``weights`` is (heads, queries, keys) for one layer; each head has its own colour and
+    legend entry (click to hide it). ``query`` keeps only the lines of one query (a position
+    after merging/hiding). Lines under ``min_weight`` are not drawn. Opacity is the square
+    root of the weight, in OPACITY_LEVELS steps; the marker halfway along each drawn line
+    shows the exact weight on hover.
+    """
+    attention = select_tokens(weights, query_pieces, key_pieces, merge_words=merge_words, show_special=show_special)
+    n_queries, n_keys = attention.weights.shape[1:]
+    heads = list(range(attention.weights.shape[0])) if heads is None else list(heads)
+    queries = list(range(n_queries)) if query is None else [query]
+    figure = go.Figure()
+    for head in heads:
+        segments: dict[int, tuple[list, list]] = {}
+        hover_x, hover_y, hover_data = [], [], []
+        for q in queries:
+            for k in range(n_keys):
+                weight = float(attention.weights[head, q, k])
+                if weight < min_weight:
+                    continue
+                level = max(1, round(np.sqrt(weight) * OPACITY_LEVELS))
+                xs, ys = segments.setdefault(level, ([], []))
+                xs.extend([0.0, 1.0, None])
+                ys.extend([q, k, None])
+                hover_x.append(0.5)
+                hover_y.append((q + k) / 2)
+                hover_data.append([attention.query_labels[q], attention.key_labels[k], weight, q, k])
+        group = f"head {head}"
+        for level, (xs, ys) in sorted(segments.items()):
+            figure.add_trace(
+                go.Scatter(
+                    x=xs,
+                    y=ys,
+                    mode="lines",
+                    line={"color": head_colour(head, level / OPACITY_LEVELS), "width": 2},
+                    hoverinfo="skip",
+                    legendgroup=group,
+                    showlegend=False,
+                )
+            )
+        figure.add_trace(
+            go.Scatter(
+                x=hover_x,
+                y=hover_y,
+                mode="markers",
+                marker={"size": 5, "color": head_colour(head, 0.6)},
+                customdata=hover_data,
+                hovertemplate=(
+                    f"head {head}<br>%{{customdata[0]}} (%{{customdata[3]}}) → %{{customdata[1]}} "
+                    "(%{customdata[4]})<br>weight %{customdata[2]:.4f}<extra></extra>"
+                ),
+                name=group,
+                legendgroup=group,
+                showlegend=True,
+            )
+        )
+    figure.add_trace(_token_column(0.0, attention.query_labels, "middle left", "query"))
+    figure.add_trace(_token_column(1.0, attention.key_labels, "middle right", "key"))
+    figure.update_xaxes(visible=False, range=[-0.7, 1.7])
+    figure.update_yaxes(visible=False, autorange="reversed")
+    figure.update_layout(legend={"orientation": "h", "y": -0.02, "yanchor": "top"}, hovermode="closest")
+    rows = max(n_queries, n_keys)
+    return base_layout(figure, html.escape(title), height=160 + ROW_HEIGHT * rows)
+
+
+def _token_column(x: float, labels: Sequence[str], position: str, role: str) -> go.Scatter:
+    return go.Scatter(
+        x=[x] * len(labels),
+        y=list(range(len(labels))),
+        mode="markers+text",
+        text=list(labels),
+        textposition=position,
+        marker={"size": 6, "color": "#555"},
+        customdata=list(labels),
+        hovertemplate=f"{role} %{{customdata}} (%{{y}})<extra></extra>",
+        name=f"{role} tokens",
+        showlegend=False,
+    )
+
+
+def mean_over_heads(weights: np.ndarray) -> np.ndarray:
+    """(..., heads, queries, keys) -> (..., queries, keys): what the layer attends to on average."""
+    return np.asarray(weights).mean(axis=-3)
+
+
+def max_over_heads(weights: np.ndarray) -> np.ndarray:
+    """(..., heads, queries, keys) -> (..., queries, keys): the strongest weight any head gives (rows need not sum to 1)."""
+    return np.asarray(weights).max(axis=-3)
+
+
+def attention_rollout(stack: np.ndarray, residual: float = 0.5) -> np.ndarray:
+    """Attention rollout (Abnar & Zuidema, 2020) after each layer: (layers, heads, N, N) -> (layers, N, N).
+
+    Each layer's head-averaged attention is mixed with the identity for the residual
+    connection, A' = (1 - residual) * A + residual * I, rows renormalised, and the layers are
+    multiplied in order: R_0 = A'_0, R_l = A'_l @ R_(l-1). Row i of R_l estimates how much of
+    position i's representation after layer l comes from each input token. It needs square
+    self-attention: for decoder self-attention it only follows the flow among target tokens
+    and ignores what enters from the source through cross-attention.
+    """
+    stack = np.asarray(stack, dtype=np.float64)
+    if stack.shape[-1] != stack.shape[-2]:
+        raise ValueError(f"rollout needs self-attention (queries == keys), got shape {stack.shape}")
+    identity = np.eye(stack.shape[-1])
+    rollout = identity
+    results = []
+    for layer_attention in mean_over_heads(stack):
+        mixed = (1.0 - residual) * layer_attention + residual * identity
+        mixed /= mixed.sum(axis=-1, keepdims=True)
+        rollout = mixed @ rollout
+        results.append(rollout)
+    return np.stack(results)
+
+
+def aggregate_figure(
+    stack: np.ndarray,
+    layer: int,
+    query_pieces: Sequence[str],
+    key_pieces: Sequence[str],
+    *,
+    rollout: bool = True,
+    merge_words: bool = False,
+    show_special: bool = True,
+    annotate: bool = False,
+    title: str = "",
+) -> go.Figure:
+    """Side by side: mean over heads and max over heads of ``layer``, and (``rollout``) the rollout through it.
+
+    ``stack`` is (layers, heads, queries, keys). Rollout is computed on pieces with every
+    token present, then merged/hidden like the other panels.
+    """
+    panels = {
+        f"mean over heads, layer {layer}": mean_over_heads(stack[layer]),
+        f"max over heads, layer {layer}": max_over_heads(stack[layer]),
+    }
+    if rollout:
+        panels[f"rollout, layers 0–{layer}"] = attention_rollout(stack[: layer + 1])[-1]
+    figure = make_subplots(
+        rows=1, cols=len(panels), shared_yaxes=True, subplot_titles=list(panels), horizontal_spacing=0.03
+    )
+    attention = None
+    for column, (name, weights) in enumerate(panels.items(), start=1):
+        attention = select_tokens(weights, query_pieces, key_pieces, merge_words=merge_words, show_special=show_special)
+        hover = f"{name}<br>" + HEATMAP_HOVER
+        figure.add_trace(_heatmap(attention.weights, attention, annotate, hover, coloraxis="coloraxis"), row=1, col=column)
+    _token_axes(figure, attention)
+    figure.update_layout(coloraxis={"colorscale": ATTENTION_COLORSCALE, "cmin": 0.0, "cmax": 1.0})
+    return base_layout(figure, html.escape(title), height=200 + ROW_HEIGHT * len(attention.query_labels))

@@ -1,0 +1,56 @@
+"""Shared look of every figure: colour scales, sizes, and the chart toolbar's PNG export."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import numpy as np
+import plotly.colors
+import plotly.graph_objects as go
+
+HEAD_COLOURS = plotly.colors.qualitative.D3  # one colour per head, the same in every view
+FONT_SIZE = 12
+ROW_HEIGHT = 24  # pixels per token row, enough for a 12 px label
+
+
+def power_colorscale(name: str = "Blues", exponent: float = 0.5, steps: int = 33) -> list[list[Any]]:
+    """A plotly colour scale on which a weight w gets the colour the base scale gives w**exponent.
+
+    With exponent 0.5 a weight of 0.04 is already a fifth of the way up the scale, so small
+    weights stay visible. Only the colours are bent: z, the hover and the colour bar's ticks
+    keep the exact weights.
+    """
+    levels = np.linspace(0.0, 1.0, steps)
+    colours = plotly.colors.sample_colorscale(name, list(levels))
+    return [[float(level ** (1.0 / exponent)), colour] for level, colour in zip(levels, colours)]
+
+
+ATTENTION_COLORSCALE = power_colorscale("Blues", 0.5)
+
+
+def head_colour(head: int, alpha: float = 1.0) -> str:
+    """The colour of a head as rgba, with the given opacity."""
+    red, green, blue = plotly.colors.hex_to_rgb(HEAD_COLOURS[head % len(HEAD_COLOURS)])
+    return f"rgba({red},{green},{blue},{alpha:.3f})"
+
+
+def base_layout(figure: go.Figure, title: str, height: int) -> go.Figure:
+    """Title, height, margins and fonts every figure shares; ``title`` must already be HTML-safe."""
+    figure.update_layout(
+        title={"text": title, "x": 0.0, "xanchor": "left"},
+        height=height,
+        margin={"l": 10, "r": 10, "t": 60, "b": 10},
+        font={"size": FONT_SIZE},
+        template="plotly_white",
+    )
+    return figure
+
+
+def chart_config(filename: str) -> dict[str, Any]:
+    """plotly config for a chart whose toolbar camera button saves a PNG named after the view."""
+    safe_name = re.sub(r"[^A-Za-z0-9_.-]+", "-", filename).strip("-") or "figure"
+    return {
+        "displaylogo": False,
+        "toImageButtonOptions": {"format": "png", "filename": safe_name, "scale": 2},
+    }

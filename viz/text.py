@@ -1,0 +1,142 @@
+"""Words on the page: example sentences, model-card summaries, and a plain explanation of each view.
+
+Kept here rather than in app.py so the page stays wiring and the texts can be tested and
+reused in a notebook. Explanations are Markdown written for a classroom.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+EXAMPLE_SENTENCES: dict[str, list[str]] = {
+    "en": [
+        "A man in a blue shirt is riding a bike.",
+        "Two dogs are playing in the snow.",
+        "A little girl is climbing the stairs.",
+        "A group of people are standing in front of a building.",
+        "A woman with a red hat is sitting on a bench in the park.",
+        "The boy throws the ball to his father.",
+    ],
+    "de": [
+        "Ein Mann in einem blauen Hemd fährt Fahrrad.",
+        "Zwei Hunde spielen im Schnee.",
+        "Ein kleines Mädchen klettert die Treppe hinauf.",
+        "Eine Gruppe von Menschen steht vor einem Gebäude.",
+        "Eine Frau mit einem roten Hut sitzt auf einer Bank im Park.",
+        "Der Junge wirft seinem Vater den Ball zu.",
+    ],
+}
+
+LANGUAGE_NAMES = {"en": "English", "de": "German", "fr": "French", "cs": "Czech"}
+
+
+MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:])")
+
+
+def escape_markdown(text: str) -> str:
+    """Text (a user's sentence, a model's output) that st.markdown shows literally."""
+    return MARKDOWN_SPECIAL.sub(r"\\\1", text)
+
+
+def pieces_markdown(pieces: Sequence[str]) -> str:
+    """Pieces as Markdown code spans, exactly as the tokenizer wrote them ("▁" included)."""
+    return " ".join(f"`` {piece} ``" for piece in pieces)
+
+
+def example_sentences(source_language: str | None) -> list[str]:
+    """Examples in the checkpoint's source language (English when it is unknown)."""
+    return EXAMPLE_SENTENCES.get((source_language or "en").lower(), EXAMPLE_SENTENCES["en"])
+
+
+def bleu_scores(card: dict[str, Any]) -> dict[str, float]:
+    """Every BLEU score on a card: ``{"test_2016_flickr": {"bleu": ..}}`` entries and ``valid_bleu_greedy``."""
+    scores = {name: value["bleu"] for name, value in card.items() if isinstance(value, dict) and "bleu" in value}
+    if isinstance(card.get("valid_bleu_greedy"), (int, float)):
+        scores["valid (greedy)"] = card["valid_bleu_greedy"]
+    return {name: float(score) for name, score in scores.items() if isinstance(score, (int, float))}
+
+
+def describe_card(card: dict[str, Any]) -> str:
+    """One line for the checkpoint picker: languages, size and scores from card.json (Markdown)."""
+    source = card.get("source_language", "?")
+    target = card.get("target_language", "?")
+    languages = f"{LANGUAGE_NAMES.get(source, source)} → {LANGUAGE_NAMES.get(target, target)}"
+    parts = [escape_markdown(languages)]
+    if isinstance(card.get("parameters"), int):
+        parts.append(f"{card['parameters']:,} parameters")
+    scores = bleu_scores(card)
+    if scores:
+        parts.append("BLEU " + ", ".join(f"{score:.1f} ({escape_markdown(name)})" for name, score in scores.items()))
+    else:
+        parts.append("no BLEU score on its card")
+    if card.get("snapshot"):
+        parts.append(f"snapshot {escape_markdown(str(card['snapshot']))}")
+    return " · ".join(parts)
+
+
+CAVEAT = (
+    "Attention weights show where each position *reads from*; they are not by themselves an "
+    "explanation of the model's decision. Other heads, the feed-forward layers and the residual "
+    "path also carry information, and different attention patterns can lead to the same output."
+)
+
+EXPLANATIONS: dict[str, str] = {
+    "encoder": (
+        "**Encoder self-attention.** Every source token builds its new representation as a weighted "
+        "average of all source tokens. Row = the token that is updated (query), column = the token "
+        "it reads from (key); each row sums to 1. Heads in the same layer run side by side and often "
+        "specialise: one looks at the previous word, one at the next, one at the end of the sentence."
+    ),
+    "decoder": (
+        "**Decoder self-attention.** While writing the translation, each target position may only "
+        "read from the target tokens written so far (a *causal mask*): the upper-right triangle is "
+        "empty. Row t is the decoder input at step t, which predicts the next token."
+    ),
+    "cross": (
+        "**Cross-attention.** This is where the translation looks at the source. Row = the target "
+        "position being written, column = a source token. In a trained model, strong weights often "
+        "follow the word alignment between the two languages — but not always."
+    ),
+    "positional": (
+        "**Positional encoding.** Attention by itself ignores word order, so a fixed pattern of "
+        "sines and cosines is added to each token's embedding, one pattern per position. Low "
+        "dimensions change quickly from position to position, high dimensions slowly, like the hands "
+        "of a clock. Nearby positions get similar vectors (large dot products), so the model can "
+        "tell near from far. The bar chart compares the size of this signal with the size of the "
+        "token embedding it is added to."
+    ),
+    "single": "One head of one layer. Hover over a cell for the exact weight; colours are stretched so that small weights still show.",
+    "grid": "Every head of every layer at once, on one colour scale: look for heads with a clear pattern (diagonal, shifted diagonal, one column).",
+    "heads": (
+        "The head view draws a line from each query token (left) to each key token (right); the "
+        "stronger the weight, the darker the line. Each colour is one head; click a head in the "
+        "legend to hide it."
+    ),
+    "aggregates": (
+        "**Mean over heads**: what the layer attends to on average. **Max over heads**: the strongest "
+        "weight any head gives (rows need not sum to 1). **Rollout** (Abnar & Zuidema, 2020) "
+        "multiplies the layers' attention, each mixed half-and-half with the identity for the "
+        "residual connection, to estimate how much each input token contributes after several layers."
+    ),
+    "rollout_decoder": (
+        "For decoder self-attention, rollout only follows the flow between target tokens; what comes "
+        "in from the source through cross-attention is left out, so read it as a partial picture."
+    ),
+    "rollout_cross": "Rollout needs attention from a sequence to itself, so it is not defined for cross-attention.",
+    "step": (
+        "Step through the translation one token at a time. At each step the decoder sees the tokens "
+        "written so far (starting with <s>) and outputs a probability for every possible next token; "
+        "the bars show the most likely ones. Below: where this step looks in the source "
+        "(cross-attention) and in its own output so far (decoder self-attention)."
+    ),
+    "teacher_forcing": (
+        "With teacher forcing you type the target yourself: the model reads your tokens instead of "
+        "its own, and you see the attention and probabilities it gives them."
+    ),
+    "special": (
+        "Hiding special tokens removes their rows and columns **without renormalising**: the weight "
+        "that went to <s> or </s> simply disappears, so rows may sum to less than 1."
+    ),
+}

@@ -1,0 +1,152 @@
+"""Token labels and token selection for attention figures: readable, escaped, merged into words.
+
+Every token string comes from a user, so every label built here is HTML-escaped: plotly
+renders a subset of HTML (<b>, <br>, <a>, ...) in tick labels, titles and hovers.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from model.tokenizer import WORD_START, word_index
+
+# Structural specials: they mark sentence boundaries and padding rather than text, so a view
+# may hide them. <unk> stands for real text the tokenizer could not cover and is never hidden.
+STRUCTURAL_PIECES = ("<s>", "</s>", "<pad>")
+MARKED_PIECES = (*STRUCTURAL_PIECES, "<unk>")
+CONTINUATION_MARK = "\u00b7"  # "·" before a piece that continues the previous word
+
+
+def display_piece(piece: str) -> str:
+    """One piece as an HTML-safe label.
+
+    A piece that starts a word ("▁rid") is shown bare ("rid"); a piece that continues a word
+    ("ing") gets a leading "·" ("·ing"); special tokens are shown in grey italics.
+    """
+    if piece in MARKED_PIECES:
+        return f"<i style='color:#888'>{html.escape(piece)}</i>"
+    if piece.startswith(WORD_START) and len(piece) > len(WORD_START):
+        return html.escape(piece[len(WORD_START) :])
+    if piece == WORD_START:
+        return WORD_START
+    return CONTINUATION_MARK + html.escape(piece)
+
+
+def word_text(pieces: Sequence[str]) -> str:
+    """The plain text of a word made of pieces ("▁rid", "ing" -> "riding"); not escaped."""
+    return "".join(pieces).replace(WORD_START, " ").strip() or WORD_START
+
+
+def display_word(pieces: Sequence[str]) -> str:
+    """A merged word as an HTML-safe label; a special token stays marked."""
+    if len(pieces) == 1 and pieces[0] in MARKED_PIECES:
+        return display_piece(pieces[0])
+    return html.escape(word_text(pieces))
+
+
+def display_labels(pieces: Sequence[str]) -> list[str]:
+    return [display_piece(piece) for piece in pieces]
+
+
+def group_pieces(pieces: Sequence[str]) -> list[list[int]]:
+    """Positions of the pieces of each word, in order (grouping of model.tokenizer.word_index)."""
+    groups: list[list[int]] = []
+    for position, word in enumerate(word_index(list(pieces), STRUCTURAL_PIECES)):
+        if word == len(groups):
+            groups.append([])
+        groups[word].append(position)
+    return groups
+
+
+def merge_keys(weights: np.ndarray, groups: Sequence[Sequence[int]]) -> np.ndarray:
+    """Sum attention over each word's key pieces: (..., keys) -> (..., words).
+
+    Summing keeps each row a distribution: the weight a query gives a word is the weight it
+    gives all of the word's pieces together.
+    """
+    return np.stack([weights[..., list(group)].sum(axis=-1) for group in groups], axis=-1)
+
+
+def merge_queries(weights: np.ndarray, groups: Sequence[Sequence[int]]) -> np.ndarray:
+    """Average attention over each word's query pieces: (..., queries, K) -> (..., words, K).
+
+    Averaging (not summing) keeps each row a distribution: a word's row is the mean of its
+    pieces' rows.
+    """
+    return np.stack([weights[..., list(group), :].mean(axis=-2) for group in groups], axis=-2)
+
+
+@dataclass(frozen=True)
+class TokenAttention:
+    """Attention weights with the tokens of both axes, ready to draw.
+
+    ``weights`` is (..., queries, keys). ``query_tokens``/``key_tokens`` are plain text (a
+    piece, or a merged word), ``query_labels``/``key_labels`` the HTML-safe labels drawn.
+    """
+
+    weights: np.ndarray
+    query_tokens: list[str]
+    key_tokens: list[str]
+    query_labels: list[str]
+    key_labels: list[str]
+
+
+def _tokens_and_labels(pieces: Sequence[str], merge_words: bool) -> tuple[list[list[int]], list[str], list[str]]:
+    if merge_words:
+        groups = group_pieces(pieces)
+        words = [[pieces[i] for i in group] for group in groups]
+        return groups, [word_text(word) for word in words], [display_word(word) for word in words]
+    groups = [[position] for position in range(len(pieces))]
+    return groups, list(pieces), display_labels(pieces)
+
+
+def _visible(tokens: Sequence[str], show_special: bool) -> list[int]:
+    return [i for i, token in enumerate(tokens) if show_special or token not in STRUCTURAL_PIECES]
+
+
+def select_tokens(
+    weights: np.ndarray,
+    query_pieces: Sequence[str] | None,
+    key_pieces: Sequence[str],
+    *,
+    merge_words: bool = False,
+    show_special: bool = True,
+) -> TokenAttention:
+    """Merge subword pieces into words and/or hide special tokens.
+
+    ``weights`` is (..., queries, keys); ``query_pieces=None`` means there is no query axis
+    (weights are (..., keys), e.g. one decoding step's attention row) and only keys are
+    merged or hidden.
+
+    Merging sums over a word's key pieces and averages over its query pieces, so rows still
+    sum to one. Hiding special tokens drops their rows and columns WITHOUT renormalising:
+    the weight a query gave to <s> or </s> simply disappears from the picture, so rows may
+    sum to less than one. That is deliberate: models often park much of their attention on
+    </s>, and renormalising would hide that and inflate the remaining weights.
+    """
+    weights = np.asarray(weights)
+    key_groups, key_tokens, key_labels = _tokens_and_labels(key_pieces, merge_words)
+    if merge_words:
+        weights = merge_keys(weights, key_groups)
+    keep_keys = _visible(key_tokens, show_special)
+    weights = weights[..., keep_keys]
+    key_tokens = [key_tokens[i] for i in keep_keys]
+    key_labels = [key_labels[i] for i in keep_keys]
+    if query_pieces is None:
+        return TokenAttention(weights, [], key_tokens, [], key_labels)
+    query_groups, query_tokens, query_labels = _tokens_and_labels(query_pieces, merge_words)
+    if merge_words:
+        weights = merge_queries(weights, query_groups)
+    keep_queries = _visible(query_tokens, show_special)
+    weights = weights[..., keep_queries, :]
+    return TokenAttention(
+        weights,
+        [query_tokens[i] for i in keep_queries],
+        key_tokens,
+        [query_labels[i] for i in keep_queries],
+        key_labels,
+    )

@@ -1,0 +1,64 @@
+"""What each view reads from a Trace: the attention stack with its axes, and one decoding step."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from model.trace import Trace
+
+ATTENTION_KINDS = ("encoder", "decoder", "cross")
+
+
+@dataclass(frozen=True)
+class AttentionAxes:
+    stack: np.ndarray  # (layers, heads, queries, keys)
+    query_pieces: list[str]
+    key_pieces: list[str]
+
+
+def attention_axes(trace: Trace, kind: str) -> AttentionAxes:
+    """The attention of one kind ("encoder", "decoder", "cross") with the tokens on each axis.
+
+    Encoder queries and keys are the source pieces (EOS last); decoder queries are the decoder
+    inputs (BOS first, the last output token left out), which are also the decoder self-attention keys.
+    """
+    if kind not in ATTENTION_KINDS:
+        raise ValueError(f"kind must be one of {ATTENTION_KINDS}, not {kind!r}")
+    queries = trace.source_pieces if kind == "encoder" else trace.decoder_input_pieces
+    keys = trace.source_pieces if kind in ("encoder", "cross") else trace.decoder_input_pieces
+    return AttentionAxes(trace.attention_stack(kind), list(queries), list(keys))
+
+
+@dataclass(frozen=True)
+class DecodingStep:
+    """Everything shown at decoding step ``step`` for one decoder layer."""
+
+    step: int
+    decoder_input: list[str]  # target pieces read so far, BOS first
+    predicted: str  # the token output at this step
+    predicted_probability: float
+    top_pieces: list[str]
+    top_probabilities: np.ndarray  # (k,)
+    chosen_rank: int | None  # position of ``predicted`` among the top k, None when it is not there
+    cross_rows: np.ndarray  # (heads, source tokens)
+    self_rows: np.ndarray  # (heads, step + 1)
+
+
+def decoding_step(trace: Trace, step: int, layer: int) -> DecodingStep:
+    if not 0 <= step < trace.n_steps:
+        raise ValueError(f"step must be in 0..{trace.n_steps - 1}, not {step}")
+    top_ids = [int(i) for i in trace.topk_ids[step]]
+    chosen_id = trace.target_ids[step + 1]
+    return DecodingStep(
+        step=step,
+        decoder_input=trace.target_pieces[: step + 1],
+        predicted=trace.predicted_pieces[step],
+        predicted_probability=float(trace.step_probs[step]),
+        top_pieces=list(trace.topk_pieces[step]),
+        top_probabilities=np.asarray(trace.topk_probs[step]),
+        chosen_rank=top_ids.index(chosen_id) if chosen_id in top_ids else None,
+        cross_rows=trace.attention_stack("cross")[layer, :, step, :],
+        self_rows=trace.attention_stack("decoder")[layer, :, step, : step + 1],
+    )
