@@ -1,0 +1,91 @@
+"""Translate text with a checkpoint: ``python -m model.translate --help``.
+
+Sentences come from the command line or, when none are given, from stdin (one a line);
+translations go to stdout, one a line, in the same order. Notices (such as a missing GPU
+falling back to the CPU) go to stderr so that stdout holds only translations.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from model.translator import Translator
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m model.translate",
+        description=(
+            "Translate sentences with a checkpoint folder. Give the sentences as arguments, or pipe "
+            "them on stdin one a line; one translation a line goes to stdout."
+        ),
+        epilog=(
+            "examples: python -m model.translate --checkpoint checkpoints/en-de 'A dog runs in the park.'  |  "
+            "python -m model.translate --checkpoint checkpoints/en-de < test.en > test.hyp.de"
+        ),
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    parser.add_argument("text", nargs="*", metavar="TEXT", help="sentences to translate (default: read stdin lines)")
+    parser.add_argument("--checkpoint", required=True, help="checkpoint folder (config.json, model.safetensors, ...)")
+    parser.add_argument("--beam", type=int, default=5, help="beam size (1: greedy decoding)")
+    parser.add_argument(
+        "--max-len", type=int, help="most tokens generated per sentence (default: 1.5 x source length + 10)"
+    )
+    parser.add_argument(
+        "--device",
+        default="auto",
+        help="auto (CUDA, then MPS, then CPU), cpu, cuda, cuda:N or mps; "
+        "a missing accelerator falls back to the CPU with a notice on stderr",
+    )
+    parser.add_argument(
+        "--batch-size",
+        type=int,
+        default=64,
+        help="sentences translated together when stdin is a file or pipe (a terminal is translated line by line)",
+    )
+    return parser
+
+
+def translate_lines(
+    translator: Translator, lines: list[str], beam: int, max_len: int | None, batch_size: int
+) -> list[str]:
+    """Translations of lines; blank lines stay blank so that output lines match input lines."""
+    wanted = [i for i, line in enumerate(lines) if line.strip()]
+    outputs = translator.translate_batch([lines[i] for i in wanted], beam, max_len, batch_size) if wanted else []
+    result = [""] * len(lines)
+    for index, output in zip(wanted, outputs, strict=True):
+        result[index] = output
+    return result
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.beam < 1 or args.batch_size < 1:
+        parser.error("--beam and --batch-size must be at least 1")
+
+    from model.checkpoint import CheckpointError, load_checkpoint  # after argument checks: loading is slow
+
+    try:
+        translator = load_checkpoint(args.checkpoint, device=args.device)
+    except (CheckpointError, ValueError) as error:
+        parser.error(f"--checkpoint: {error}")
+    for notice in translator.notices:
+        print(notice, file=sys.stderr)
+
+    def emit(lines: list[str]) -> None:
+        for line in translate_lines(translator, lines, args.beam, args.max_len, args.batch_size):
+            print(line, flush=True)
+
+    if args.text:
+        emit(args.text)
+    elif sys.stdin.isatty():  # interactive: answer each line as it is typed
+        for line in sys.stdin:
+            emit([line.rstrip("\n")])
+    else:
+        emit([line.rstrip("\n") for line in sys.stdin])
+
+
+if __name__ == "__main__":
+    main()
