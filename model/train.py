@@ -327,14 +327,20 @@ def train(args: argparse.Namespace) -> Path:
         batches = token_batches(train_examples, args.max_tokens, seed=args.seed * 1000 + epoch)
         progress = tqdm(batches, desc=f"epoch {epoch}", disable=args.quiet or not run.main, initial=skip_batches, total=len(batches))
         epoch_loss, epoch_tokens, epoch_start, seen_tokens = 0.0, 0, time.time(), 0
+        if skip_batches:  # resuming inside this epoch: its loss totals continue from the saved state
+            epoch_loss, epoch_tokens = extra.get("epoch_loss", 0.0), extra.get("epoch_tokens", 0)
         for index, batch in enumerate(batches):
             if index < skip_batches:
                 continue
             local = [train_examples[i] for i in batch[run.rank :: run.world]]
+            # A batch smaller than the world leaves some ranks without sentences; they still run a
+            # forward/backward (DDP all-reduces every step) on a stand-in whose loss counts zero.
+            weight = 1.0 if local else 0.0
+            local = local or [train_examples[batch[0]]]
             src, tgt = collate(local, config.pad_id)
             src, tgt = src.to(run.device), tgt.to(run.device)
             target = tgt[:, 1:]
-            local_tokens = int((target != config.pad_id).sum())
+            local_tokens = int((target != config.pad_id).sum()) if weight else 0
             global_tokens = run.all_sum(local_tokens)
             for group in optimizer.param_groups:
                 group["lr"] = args.lr * inverse_sqrt(step + 1, args.warmup)
@@ -343,7 +349,7 @@ def train(args: argparse.Namespace) -> Path:
             loss_sum = F.cross_entropy(
                 logits.flatten(0, 1).float(), target.flatten(), ignore_index=config.pad_id,
                 label_smoothing=args.label_smoothing, reduction="sum",
-            )
+            ) * weight
             # DDP averages gradients over ranks; scaling by world / global tokens makes that the global token mean.
             (loss_sum * run.world / global_tokens).backward()
             if args.clip_norm:
@@ -353,15 +359,17 @@ def train(args: argparse.Namespace) -> Path:
             step += 1
             epoch_loss += run.all_sum(float(loss_sum.detach()))
             epoch_tokens += global_tokens
-            seen_tokens += run.all_sum(int(sum(len(e.src) + len(e.tgt) for e in local)))
+            seen_tokens += run.all_sum(int(weight * sum(len(e.src) + len(e.tgt) for e in local)))
             progress.update(1)
             progress.set_postfix(loss=f"{epoch_loss / max(epoch_tokens, 1):.3f}", lr=f"{optimizer.param_groups[0]['lr']:.2e}")
             if step in snapshot_steps:
                 snapshot("untrained" if step == 0 else "early")
+            extra.update(epoch_loss=epoch_loss, epoch_tokens=epoch_tokens)
             if run.main and step % args.save_every == 0:
                 extra["elapsed"] = time.time() - session_start
                 save_state(state_path, model, optimizer, step, epoch, index + 1, extra)
-            if args.max_minutes and time.time() - clock_start > args.max_minutes * 60:
+            # all ranks stop at the same step: when the clock of any one of them has run out
+            if args.max_minutes and run.all_sum(float(time.time() - clock_start > args.max_minutes * 60)):
                 break
         progress.close()
         interrupted = index + 1 < len(batches)
