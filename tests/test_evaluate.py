@@ -1,0 +1,135 @@
+"""model.evaluate reports exactly what sacreBLEU computes on the model's own translations."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import sacrebleu
+import torch
+from conftest import toy_sentences
+
+from model import evaluate as evaluate_module
+from model.checkpoint import load_checkpoint
+from model.evaluate import evaluate
+
+REPO = Path(__file__).resolve().parents[1]
+# The random model never stops by itself. Without a fixed limit, a sentence's output length
+# would follow the longest source in its batch (decoding's default limit is per batch).
+MAX_LEN = 12
+
+
+@pytest.fixture(scope="module")
+def translator(tiny_checkpoint):
+    torch.set_num_threads(1)
+    return load_checkpoint(tiny_checkpoint, device="cpu")
+
+
+def references_for(hypotheses: list[str]) -> list[str]:
+    """References that score strictly between 0 and 100, and lower cased than lowercased.
+
+    A third match exactly, a third differ only in case, a third lose their last word.
+    """
+    references = []
+    for index, hypothesis in enumerate(hypotheses):
+        words = hypothesis.split()
+        if index % 3 == 1:
+            references.append(hypothesis.upper())
+        elif index % 3 == 2:
+            references.append(" ".join(words[:-1] + ["zebra"]))
+        else:
+            references.append(hypothesis)
+    return references
+
+
+def sacrebleu_scores(hypotheses: list[str], references: list[str]) -> dict[str, float]:
+    return {
+        "bleu": sacrebleu.corpus_bleu(hypotheses, [references]).score,
+        "bleu_lowercase": sacrebleu.corpus_bleu(hypotheses, [references], lowercase=True).score,
+        "chrf": sacrebleu.corpus_chrf(hypotheses, [references]).score,
+    }
+
+
+def test_evaluate_equals_sacrebleu_on_the_same_hypotheses(translator):
+    sources = toy_sentences(12, seed=5)
+    expected_hypotheses = [translator.translate(source, beam_size=1, max_len=MAX_LEN) for source in sources]
+    assert all(h.strip() for h in expected_hypotheses)
+    references = references_for(expected_hypotheses)
+
+    # batch_size 5 splits the length-sorted sentences into 3 batches: the output must come back in input order
+    result = evaluate(translator, sources, references, beam_size=1, batch_size=5, max_len=MAX_LEN)
+
+    assert result["hypotheses"] == expected_hypotheses
+    expected = sacrebleu_scores(expected_hypotheses, references)
+    for key, value in expected.items():
+        assert result[key] == pytest.approx(value, abs=1e-4), key
+    assert 0 < result["bleu"] < result["bleu_lowercase"] < 100
+    assert 0 < result["chrf"] < 100
+    assert result["sentences"] == 12 and result["beam_size"] == 1
+    assert "case:lc" in result["signatures"]["bleu_lowercase"]
+    assert "tok:13a" in result["signatures"]["bleu"] and "case:mixed" in result["signatures"]["bleu"]
+
+
+def test_evaluate_refuses_misaligned_references(translator):
+    with pytest.raises(ValueError, match="3 source sentences but 2 references"):
+        evaluate(translator, ["a dog.", "a cat.", "a man."], ["x", "y"], beam_size=1, batch_size=2)
+
+
+def test_cli_prints_and_writes_the_scores(tiny_checkpoint, translator, tmp_path):
+    sources = toy_sentences(4, seed=9)
+    hypotheses = [translator.translate(source, beam_size=2, max_len=MAX_LEN) for source in sources]
+    references = references_for(hypotheses)
+    src = tmp_path / "test.en.gz"
+    with gzip.open(src, "wt", encoding="utf-8") as handle:
+        handle.write("".join(s + "\n" for s in sources))
+    ref = tmp_path / "test.de"
+    ref.write_text("".join(r + "\n" for r in references), encoding="utf-8")
+    json_out, hyp_out = tmp_path / "scores.json", tmp_path / "test.hyp"
+
+    command = [
+        sys.executable, "-m", "model.evaluate", "--checkpoint", str(tiny_checkpoint), "--src", str(src),
+        "--ref", str(ref), "--beam", "2", "--batch-size", "3", "--max-len", str(MAX_LEN), "--device", "cpu",
+        "--json", str(json_out), "--hyp-out", str(hyp_out),
+    ]  # fmt: skip
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
+    result = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+
+    lines = result.stdout.strip().splitlines()
+    printed = json.loads(lines[-1])
+    assert json.loads(json_out.read_text()) == printed
+    written = hyp_out.read_text(encoding="utf-8").splitlines()
+    assert written == hypotheses
+    for key, value in sacrebleu_scores(written, references).items():
+        assert printed[key] == pytest.approx(value, abs=1e-4), key
+    assert printed["sentences"] == 4 and printed["beam_size"] == 2
+    table = "\n".join(lines[:-1])
+    assert "BLEU (cased, 13a)" in table and "BLEU (lowercased)" in table and "chrF" in table
+    assert f"{printed['bleu']:.2f}" in table and f"{printed['chrf']:.2f}" in table
+    assert "translating" in result.stderr  # the progress bar goes to stderr
+
+
+def test_cli_names_missing_files_and_misaligned_lines(tiny_checkpoint, tmp_path, capsys):
+    ref = tmp_path / "ref.txt"
+    ref.write_text("one\ntwo\n")
+    missing = tmp_path / "nowhere.en"
+    with pytest.raises(SystemExit) as exit_info:
+        evaluate_module.main(["--checkpoint", str(tiny_checkpoint), "--src", str(missing), "--ref", str(ref)])
+    assert exit_info.value.code == 2
+    assert f"--src {missing}: file not found" in capsys.readouterr().err
+
+    src = tmp_path / "src.txt"
+    src.write_text("a dog.\n")
+    with pytest.raises(SystemExit) as exit_info:
+        evaluate_module.main(["--checkpoint", str(tiny_checkpoint), "--src", str(src), "--ref", str(ref)])
+    assert exit_info.value.code == 2
+    assert f"--src {src} has 1 lines but --ref {ref} has 2" in capsys.readouterr().err
+
+    with pytest.raises(SystemExit):
+        evaluate_module.main(["--checkpoint", str(tmp_path / "no-model"), "--src", str(src), "--ref", str(src)])
+    assert "no-model" in capsys.readouterr().err
