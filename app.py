@@ -106,7 +106,7 @@ def show_figure(figure: go.Figure, name: str) -> None:
 
 
 def remember(key: str, options: list[Any], default: Any) -> None:
-    """Give a widget its starting value, and keep it valid when its options change (another checkpoint, a shorter trace).
+    """Give a widget its first value, and keep it valid when its options change (other checkpoint, shorter trace).
 
     Widgets get their values only through st.session_state (never a ``value=`` argument as
     well), so a value set here, by a callback or from the URL never conflicts with a default.
@@ -151,7 +151,10 @@ def sidebar_checkpoint() -> tuple[CheckpointEntry, Translator, str]:
             for entry in skipped:
                 st.markdown(f"**{escape_markdown(entry.name)}**: {escape_markdown(entry.error)}")
     if not usable:
-        st.error(f"No usable checkpoint in {folder}. Each checkpoint is a folder with config.json, model.safetensors, a tokenizer model and card.json.")
+        st.error(
+            f"No usable checkpoint in {folder}. Each checkpoint is a folder with config.json, "
+            "model.safetensors, a tokenizer model and card.json."
+        )
         st.stop()
     names = list(usable)
     remember("checkpoint", names, DEFAULT_CHECKPOINT if DEFAULT_CHECKPOINT in usable else names[0])
@@ -170,7 +173,9 @@ def sidebar_checkpoint() -> tuple[CheckpointEntry, Translator, str]:
 
 def sidebar_settings(max_len: int) -> dict[str, Any]:
     st.sidebar.header("Decoding")
-    decoding = st.sidebar.radio("Search", ["greedy", "beam"], format_func=str.capitalize, horizontal=True, key="decoding")
+    decoding = st.sidebar.radio(
+        "Search", ["greedy", "beam"], format_func=str.capitalize, horizontal=True, key="decoding"
+    )
     beam_size = st.sidebar.slider("Beam size", 2, 10, 5, key="beam_size") if decoding == "beam" else 1
     limit = st.sidebar.number_input(
         "Max output tokens", min_value=1, max_value=max_len - 2, value=None, placeholder="automatic", key="max_len"
@@ -180,14 +185,18 @@ def sidebar_settings(max_len: int) -> dict[str, Any]:
         "beam_size": beam_size,
         "max_len": limit,
         "merge_words": st.sidebar.toggle("Merge subwords into words", key="merge_words"),
-        "show_special": st.sidebar.toggle("Show special tokens", value=True, key="show_special", help=EXPLANATIONS["special"]),
+        "show_special": st.sidebar.toggle(
+            "Show special tokens", value=True, key="show_special", help=EXPLANATIONS["special"]
+        ),
         "annotate": st.sidebar.toggle("Write the weights in the cells", key="annotate"),
     }
 
 
 def source_section(card: dict[str, Any]) -> tuple[str, str | None]:
     examples = example_sentences(card.get("source_language"))
-    st.selectbox("Example sentences", examples, index=None, placeholder="Pick an example…", key="example", on_change=use_example)
+    st.selectbox(
+        "Example sentences", examples, index=None, placeholder="Pick an example…", key="example", on_change=use_example
+    )
     st.session_state.setdefault("sentence", examples[0])
     text = st.text_area("Source sentence", key="sentence", height=80, bind="query-params")
     forced = st.toggle(
@@ -207,8 +216,14 @@ def results_section(trace: Trace, file_stem: str) -> None:
             f"{len(trace.source_pieces) - 1} fit the model and were used."
         )
     st.markdown("**Tokenization** (pieces with their ids; ▁ starts a word)")
-    st.dataframe(pd.DataFrame([trace.source_pieces, [str(i) for i in trace.source_ids]], index=["piece", "id"]), width="stretch")
-    mode = {"greedy": "greedy search", "beam": f"beam search (beam {trace.settings['beam_size']})", "forced": "teacher forcing"}
+    st.dataframe(
+        pd.DataFrame([trace.source_pieces, [str(i) for i in trace.source_ids]], index=["piece", "id"]), width="stretch"
+    )
+    mode = {
+        "greedy": "greedy search",
+        "beam": f"beam search (beam {trace.settings['beam_size']})",
+        "forced": "teacher forcing",
+    }
     st.markdown(f"**Translation** ({mode[trace.settings['mode']]})")
     st.markdown(f"### {escape_markdown(trace.translation) or '(empty)'}")
     show_figure(
@@ -216,8 +231,12 @@ def results_section(trace: Trace, file_stem: str) -> None:
         f"{file_stem}-probabilities",
     )
     left, right = st.columns(2)
-    left.download_button("Download trace (JSON)", trace.to_json(), f"{file_stem}.json", "application/json", on_click="ignore")
-    right.download_button("Download trace (NPZ)", trace.to_npz_bytes(), f"{file_stem}.npz", "application/octet-stream", on_click="ignore")
+    left.download_button(
+        "Download trace (JSON)", trace.to_json(), f"{file_stem}.json", "application/json", on_click="ignore"
+    )
+    right.download_button(
+        "Download trace (NPZ)", trace.to_npz_bytes(), f"{file_stem}.npz", "application/octet-stream", on_click="ignore"
+    )
 
 
 @st.fragment
@@ -225,11 +244,14 @@ def decoding_steps(trace: Trace, display: dict[str, Any], file_stem: str) -> Non
     """Step navigation reruns only this fragment: the rest of the page and the model stay put."""
     n_steps = trace.n_steps
     remember("step", list(range(n_steps)), 0)
-    columns = st.columns(4)
-    columns[0].button("⏮ First", key="step_first", on_click=go_to_step, args=(0,), width="stretch")
-    columns[1].button("◀ Previous", key="step_previous", on_click=move_step, args=(-1, n_steps), width="stretch")
-    columns[2].button("Next ▶", key="step_next", on_click=move_step, args=(1, n_steps), width="stretch")
-    columns[3].button("Last ⏭", key="step_last", on_click=go_to_step, args=(n_steps - 1,), width="stretch")
+    buttons = [
+        ("First", ":material/first_page:", "step_first", go_to_step, (0,)),
+        ("Previous", ":material/chevron_left:", "step_previous", move_step, (-1, n_steps)),
+        ("Next", ":material/chevron_right:", "step_next", move_step, (1, n_steps)),
+        ("Last", ":material/last_page:", "step_last", go_to_step, (n_steps - 1,)),
+    ]
+    for column, (label, icon, key, callback, args) in zip(st.columns(len(buttons)), buttons, strict=True):
+        column.button(label, icon=icon, key=key, on_click=callback, args=args, width="stretch")
     if n_steps > 1:
         st.slider("Output step", 0, n_steps - 1, key="step", bind="query-params")
     layers = list(range(trace.attention_stack("cross").shape[0]))
@@ -237,22 +259,31 @@ def decoding_steps(trace: Trace, display: dict[str, Any], file_stem: str) -> Non
     layer = st.selectbox("Decoder layer", layers, format_func=lambda n: f"layer {n}", key="step_layer")
     step = viz.decoding_step(trace, st.session_state.get("step", 0), layer)
     st.markdown(f"**Step {step.step + 1} of {n_steps}.** Decoder input so far: {pieces_markdown(step.decoder_input)}")
-    st.markdown(f"Predicted next token: {pieces_markdown([step.predicted])} with probability {step.predicted_probability:.3f}")
+    st.markdown(
+        f"Predicted next token: {pieces_markdown([step.predicted])} with probability {step.predicted_probability:.3f}"
+    )
     top, source = st.columns([1, 2])
     with top:
         show_figure(
-            viz.top_k_figure(step.top_pieces, step.top_probabilities, step.chosen_rank, title="Most likely next tokens"),
+            viz.top_k_figure(
+                step.top_pieces, step.top_probabilities, step.chosen_rank, title="Most likely next tokens"
+            ),
             f"{file_stem}-step{step.step}-topk",
         )
     with source:
         show_figure(
             viz.step_attention(
-                step.cross_rows, trace.source_pieces, **display, title=f"Cross-attention of this step over the source, layer {layer}"
+                step.cross_rows,
+                trace.source_pieces,
+                **display,
+                title=f"Cross-attention of this step over the source, layer {layer}",
             ),
             f"{file_stem}-step{step.step}-cross",
         )
     show_figure(
-        viz.step_attention(step.self_rows, step.decoder_input, **display, title=f"Decoder self-attention of this step, layer {layer}"),
+        viz.step_attention(
+            step.self_rows, step.decoder_input, **display, title=f"Decoder self-attention of this step, layer {layer}"
+        ),
         f"{file_stem}-step{step.step}-self",
     )
 
@@ -266,7 +297,9 @@ def attention_view(trace: Trace, kind: str, display: dict[str, Any], file_stem: 
     remember("layer", layers, 0)
     remember("head", heads, 0)
     picker_layer, picker_head = st.columns(2)
-    layer = picker_layer.selectbox("Layer", layers, format_func=lambda n: f"layer {n}", key="layer", bind="query-params")
+    layer = picker_layer.selectbox(
+        "Layer", layers, format_func=lambda n: f"layer {n}", key="layer", bind="query-params"
+    )
     head = picker_head.selectbox("Head", heads, format_func=lambda n: f"head {n}", key="head", bind="query-params")
     name = f"{file_stem}-{kind}-{mode}"
     figure_column, text_column = st.columns([3, 1])
@@ -277,17 +310,26 @@ def attention_view(trace: Trace, kind: str, display: dict[str, Any], file_stem: 
             st.markdown(EXPLANATIONS["rollout_decoder" if kind == "decoder" else "rollout_cross"])
         st.caption(CAVEAT)
     with figure_column:
+        # grid cells and head-view lines are too small to write numbers in
+        grid_display = {key: value for key, value in display.items() if key != "annotate"}
         if mode == "single":
             figure = viz.attention_heatmap(
-                axes.stack[layer, head], axes.query_pieces, axes.key_pieces, **display, title=f"{VIEWS[kind]}: layer {layer}, head {head}"
+                axes.stack[layer, head],
+                axes.query_pieces,
+                axes.key_pieces,
+                **display,
+                title=f"{VIEWS[kind]}: layer {layer}, head {head}",
             )
             show_figure(figure, f"{name}-L{layer}H{head}")
         elif mode == "grid":
-            grid_display = {key: value for key, value in display.items() if key != "annotate"}  # cells too small for numbers
-            show_figure(viz.attention_grid(axes.stack, axes.query_pieces, axes.key_pieces, **grid_display, title=VIEWS[kind]), name)
+            show_figure(
+                viz.attention_grid(axes.stack, axes.query_pieces, axes.key_pieces, **grid_display, title=VIEWS[kind]),
+                name,
+            )
         elif mode == "heads":
-            head_display = {key: value for key, value in display.items() if key != "annotate"}
-            queries = viz.select_tokens(axes.stack[layer], axes.query_pieces, axes.key_pieces, **head_display).query_tokens
+            queries = viz.select_tokens(
+                axes.stack[layer], axes.query_pieces, axes.key_pieces, **grid_display
+            ).query_tokens
             query = st.selectbox(
                 "Lines from",
                 [ALL_QUERIES, *range(len(queries))],
@@ -299,13 +341,19 @@ def attention_view(trace: Trace, kind: str, display: dict[str, Any], file_stem: 
                 axes.query_pieces,
                 axes.key_pieces,
                 query=None if query == ALL_QUERIES else query,
-                **head_display,
+                **grid_display,
                 title=f"{VIEWS[kind]}: layer {layer}, all heads",
             )
             show_figure(figure, f"{name}-L{layer}")
         else:
             figure = viz.aggregate_figure(
-                axes.stack, layer, axes.query_pieces, axes.key_pieces, rollout=kind != "cross", **display, title=f"{VIEWS[kind]}: aggregates"
+                axes.stack,
+                layer,
+                axes.query_pieces,
+                axes.key_pieces,
+                rollout=kind != "cross",
+                **display,
+                title=f"{VIEWS[kind]}: aggregates",
             )
             show_figure(figure, f"{name}-L{layer}")
 
@@ -316,18 +364,31 @@ def positional_view(trace: Trace, file_stem: str) -> None:
     pieces = trace.source_pieces if side == "encoder" else trace.decoder_input_pieces
     d_model = encoding.shape[1]
     dimensions = st.multiselect(
-        "Dimensions to plot", list(range(d_model)), default=sorted({0, 1, 4, 5, d_model // 2, d_model - 1}), key="positional_dimensions"
+        "Dimensions to plot",
+        list(range(d_model)),
+        default=sorted({0, 1, 4, 5, d_model // 2, d_model - 1}),
+        key="positional_dimensions",
     )
     figure_column, text_column = st.columns([3, 1])
     with text_column:
         st.markdown(EXPLANATIONS["positional"])
     with figure_column:
         name = f"{file_stem}-{side}-positional"
-        show_figure(viz.positional_matrix(encoding, pieces, title="Positional encoding added at each position"), f"{name}-matrix")
-        show_figure(viz.positional_curves(encoding, dimensions, title="Chosen dimensions along the sentence"), f"{name}-curves")
-        show_figure(viz.positional_similarity(encoding, pieces, title="Similarity of positions (dot products)"), f"{name}-similarity")
         show_figure(
-            viz.encoding_norms(encoding, trace.embedding_norms[side], pieces, title="Size of position vs. size of token"),
+            viz.positional_matrix(encoding, pieces, title="Positional encoding added at each position"),
+            f"{name}-matrix",
+        )
+        show_figure(
+            viz.positional_curves(encoding, dimensions, title="Chosen dimensions along the sentence"), f"{name}-curves"
+        )
+        show_figure(
+            viz.positional_similarity(encoding, pieces, title="Similarity of positions (dot products)"),
+            f"{name}-similarity",
+        )
+        show_figure(
+            viz.encoding_norms(
+                encoding, trace.embedding_norms[side], pieces, title="Size of position vs. size of token"
+            ),
             f"{name}-norms",
         )
 
@@ -343,7 +404,9 @@ def main() -> None:
         entry.path, device, folder_stamp(Path(entry.path)), text, settings["beam_size"], settings["max_len"], target
     )
     if st.session_state.get("teacher_forcing") and target is None:
-        st.info("Type a target sentence to see the attention the model gives it; until then the model translates freely.")
+        st.info(
+            "Type a target sentence to see the attention the model gives it; until then the model translates freely."
+        )
     st.session_state.translation = trace.translation
     file_stem = entry.name
     results_section(trace, file_stem)
@@ -352,7 +415,9 @@ def main() -> None:
     decoding_steps(trace, display, file_stem)
     st.header("Explore attention")
     remember("view", list(VIEWS), "encoder")
-    view = st.segmented_control("View", list(VIEWS), format_func=VIEWS.get, required=True, key="view", bind="query-params")
+    view = st.segmented_control(
+        "View", list(VIEWS), format_func=VIEWS.get, required=True, key="view", bind="query-params"
+    )
     if view == "positional":
         positional_view(trace, file_stem)
     else:

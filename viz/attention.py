@@ -233,7 +233,10 @@ def mean_over_heads(weights: np.ndarray) -> np.ndarray:
 
 
 def max_over_heads(weights: np.ndarray) -> np.ndarray:
-    """(..., heads, queries, keys) -> (..., queries, keys): the strongest weight any head gives (rows need not sum to 1)."""
+    """(..., heads, queries, keys) -> (..., queries, keys): the strongest weight any head gives.
+
+    Rows need not sum to 1.
+    """
     return np.asarray(weights).max(axis=-3)
 
 
@@ -287,11 +290,14 @@ def aggregate_figure(
     figure = make_subplots(
         rows=1, cols=len(panels), shared_yaxes=True, subplot_titles=list(panels), horizontal_spacing=0.03
     )
-    attention = None
-    for column, (name, weights) in enumerate(panels.items(), start=1):
-        attention = select_tokens(weights, query_pieces, key_pieces, merge_words=merge_words, show_special=show_special)
-        hover = f"{name}<br>" + HEATMAP_HOVER
-        figure.add_trace(_heatmap(attention.weights, attention, annotate, hover, coloraxis="coloraxis"), row=1, col=column)
-    _token_axes(figure, attention)
+    selections = {
+        name: select_tokens(weights, query_pieces, key_pieces, merge_words=merge_words, show_special=show_special)
+        for name, weights in panels.items()
+    }
+    for column, (name, attention) in enumerate(selections.items(), start=1):
+        panel = _heatmap(attention.weights, attention, annotate, f"{name}<br>" + HEATMAP_HOVER, coloraxis="coloraxis")
+        figure.add_trace(panel, row=1, col=column)
+    tokens = next(iter(selections.values()))  # every panel has the same tokens
+    _token_axes(figure, tokens)
     figure.update_layout(coloraxis={"colorscale": ATTENTION_COLORSCALE, "cmin": 0.0, "cmax": 1.0})
-    return base_layout(figure, html.escape(title), height=200 + ROW_HEIGHT * len(attention.query_labels))
+    return base_layout(figure, html.escape(title), height=200 + ROW_HEIGHT * len(tokens.query_labels))

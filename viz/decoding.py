@@ -30,7 +30,9 @@ def token_probabilities(pieces: Sequence[str], probabilities: np.ndarray, *, tit
     return base_layout(figure, html.escape(title), height=300)
 
 
-def top_k_figure(pieces: Sequence[str], probabilities: np.ndarray, chosen: int | None = None, *, title: str = "") -> go.Figure:
+def top_k_figure(
+    pieces: Sequence[str], probabilities: np.ndarray, chosen: int | None = None, *, title: str = ""
+) -> go.Figure:
     """The k most likely next tokens at one step as horizontal bars, most likely on top.
 
     ``chosen`` is the position (in ``pieces``) of the token the decoder actually took, drawn
@@ -96,5 +98,7 @@ def step_attention(
     figure.update_xaxes(
         tickmode="array", tickvals=list(range(len(attention.key_labels))), ticktext=attention.key_labels, tickangle=-60
     )
-    figure.update_yaxes(tickmode="array", tickvals=list(range(len(row_names))), ticktext=row_names, autorange="reversed")
+    figure.update_yaxes(
+        tickmode="array", tickvals=list(range(len(row_names))), ticktext=row_names, autorange="reversed"
+    )
     return base_layout(figure, html.escape(title), height=200 + ROW_HEIGHT * len(row_names))

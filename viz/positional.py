@@ -44,7 +44,11 @@ def positional_matrix(encoding: np.ndarray, pieces: Sequence[str] | None = None,
     )
     figure.update_xaxes(title_text="dimension")
     figure.update_yaxes(
-        title_text="position", tickmode="array", tickvals=list(range(len(labels))), ticktext=labels, autorange="reversed"
+        title_text="position",
+        tickmode="array",
+        tickvals=list(range(len(labels))),
+        ticktext=labels,
+        autorange="reversed",
     )
     return base_layout(figure, html.escape(title), height=160 + ROW_HEIGHT * len(labels))
 
@@ -86,7 +90,9 @@ def positional_similarity(encoding: np.ndarray, pieces: Sequence[str] | None = N
             y=list(range(len(labels))),
             customdata=customdata,
             colorscale="Viridis",
-            hovertemplate="position %{customdata[0]}<br>position %{customdata[1]}<br>dot product %{z:.3f}<extra></extra>",
+            hovertemplate=(
+                "position %{customdata[0]}<br>position %{customdata[1]}<br>dot product %{z:.3f}<extra></extra>"
+            ),
             colorbar={"title": {"text": "dot product"}},
         )
     )

@@ -23,7 +23,7 @@ def power_colorscale(name: str = "Blues", exponent: float = 0.5, steps: int = 33
     """
     levels = np.linspace(0.0, 1.0, steps)
     colours = plotly.colors.sample_colorscale(name, list(levels))
-    return [[float(level ** (1.0 / exponent)), colour] for level, colour in zip(levels, colours)]
+    return [[float(level ** (1.0 / exponent)), colour] for level, colour in zip(levels, colours, strict=True)]
 
 
 ATTENTION_COLORSCALE = power_colorscale("Blues", 0.5)

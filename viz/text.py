@@ -107,8 +107,14 @@ EXPLANATIONS: dict[str, str] = {
         "tell near from far. The bar chart compares the size of this signal with the size of the "
         "token embedding it is added to."
     ),
-    "single": "One head of one layer. Hover over a cell for the exact weight; colours are stretched so that small weights still show.",
-    "grid": "Every head of every layer at once, on one colour scale: look for heads with a clear pattern (diagonal, shifted diagonal, one column).",
+    "single": (
+        "One head of one layer. Hover over a cell for the exact weight; colours are stretched so that "
+        "small weights still show."
+    ),
+    "grid": (
+        "Every head of every layer at once, on one colour scale: look for heads with a clear pattern "
+        "(diagonal, shifted diagonal, one column)."
+    ),
     "heads": (
         "The head view draws a line from each query token (left) to each key token (right); the "
         "stronger the weight, the darker the line. Each colour is one head; click a head in the "

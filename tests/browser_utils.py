@@ -1,0 +1,119 @@
+"""Helpers for the browser tests: a `streamlit run` server on a free port and Debian's headless Chromium.
+
+Also usable by hand, e.g. to take the README screenshot::
+
+    with streamlit_server(Path("checkpoints")) as url, chromium(tmp_dir) as driver:
+        driver.get(url)
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMEDRIVER = Path("/usr/bin/chromedriver")
+CHROMIUM_FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-dev-shm-usage",  # containers often have a tiny /dev/shm
+)
+SERVER_START_LIMIT_S = 90  # streamlit imports torch and plotly before it answers; the machine may be busy
+
+
+def missing_browser() -> str | None:
+    """Why the browser tests cannot run here, or None when they can."""
+    try:
+        import selenium  # noqa: F401
+    except ImportError:
+        return "the selenium package is not installed (pip install -r requirements-dev.txt)"
+    for path in (CHROMIUM, CHROMEDRIVER):
+        if not path.exists():
+            return f"{path} is missing (apt-get install chromium chromium-driver)"
+    return None
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _wait_for_health(url: str, server: subprocess.Popen, log: Path) -> None:
+    deadline = time.monotonic() + SERVER_START_LIMIT_S
+    while time.monotonic() < deadline:
+        if server.poll() is not None:
+            raise RuntimeError(f"streamlit exited with code {server.returncode}:\n{log.read_text()}")
+        try:
+            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as response:
+                if response.status == 200:
+                    return
+        except (urllib.error.URLError, ConnectionError, TimeoutError):
+            pass
+        time.sleep(0.5)
+    raise RuntimeError(f"streamlit did not answer /_stcore/health within {SERVER_START_LIMIT_S} s:\n{log.read_text()}")
+
+
+@contextmanager
+def streamlit_server(checkpoints: Path, log_dir: Path | None = None) -> Iterator[str]:
+    """Run ``streamlit run app.py`` on a free local port reading ``checkpoints``; yield its URL, stop it after."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    env = {**os.environ, "ATTENTION_EXPLORER_CHECKPOINTS": str(checkpoints)}
+    command = [
+        sys.executable, "-m", "streamlit", "run", "app.py",
+        "--server.headless", "true",
+        "--server.port", str(port),
+        "--server.address", "127.0.0.1",
+        "--server.fileWatcherType", "none",
+    ]  # fmt: skip
+    log_dir = Path(log_dir or tempfile.mkdtemp(prefix="streamlit-log-"))
+    log = log_dir / "streamlit.log"
+    with log.open("w") as output:
+        server = subprocess.Popen(command, cwd=REPO, env=env, stdout=output, stderr=subprocess.STDOUT)
+        try:
+            _wait_for_health(url, server, log)
+            yield url
+        finally:
+            server.terminate()
+            try:
+                server.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                server.kill()
+                server.wait()
+
+
+@contextmanager
+def chromium(user_data_dir: Path, width: int = 1400, height: int = 2200) -> Iterator:
+    """A headless Chromium (Debian's) driven by chromedriver, with the browser console log recorded."""
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = str(CHROMIUM)
+    for flag in (*CHROMIUM_FLAGS, f"--user-data-dir={user_data_dir}", f"--window-size={width},{height}"):
+        options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(options=options, service=Service(str(CHROMEDRIVER)))
+    try:
+        yield driver
+    finally:
+        driver.quit()
+        shutil.rmtree(user_data_dir, ignore_errors=True)

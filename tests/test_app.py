@@ -1,0 +1,226 @@
+"""app.py under streamlit.testing.v1.AppTest, reading small random checkpoints from a temporary folder."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+from streamlit.testing.v1 import AppTest
+
+from model import load_checkpoint
+from viz.tokens import display_labels
+
+REPO = Path(__file__).resolve().parents[1]
+APP = str(REPO / "app.py")
+CHECKPOINTS_ENV = "ATTENTION_EXPLORER_CHECKPOINTS"
+SHORT_SENTENCE = "the girl sits."
+
+
+@pytest.fixture(scope="module")
+def checkpoints(tmp_path_factory, tiny_checkpoint) -> Path:
+    """tiny-en-de, a de->en copy of it with its own card, and a broken folder the picker must skip."""
+    folder = tmp_path_factory.mktemp("app-checkpoints")
+    shutil.copytree(tiny_checkpoint, folder / "tiny-en-de")
+    shutil.copytree(tiny_checkpoint, folder / "toy-de-en")
+    card = {"source_language": "de", "target_language": "en", "test_2016_flickr": {"bleu": 12.5}}
+    (folder / "toy-de-en" / "card.json").write_text(json.dumps(card))
+    (folder / "broken").mkdir()
+    (folder / "broken" / "card.json").write_text("{}")
+    return folder
+
+
+@pytest.fixture
+def app(monkeypatch, checkpoints) -> AppTest:
+    monkeypatch.setenv(CHECKPOINTS_ENV, str(checkpoints))
+    return AppTest.from_file(APP, default_timeout=60).run()
+
+
+def chart_specs(app: AppTest) -> list[dict]:
+    return [json.loads(chart.proto.spec) for chart in app.get("plotly_chart")]
+
+
+def translation_shown(app: AppTest) -> str:
+    headings = [markdown.value for markdown in app.markdown if markdown.value.startswith("### ")]
+    assert len(headings) == 1
+    return headings[0].removeprefix("### ").replace("\\", "")
+
+
+def chart_titled(app: AppTest, start: str) -> dict:
+    matches = [spec for spec in chart_specs(app) if spec["layout"]["title"]["text"].startswith(start)]
+    assert len(matches) == 1, [spec["layout"]["title"]["text"] for spec in chart_specs(app)]
+    return matches[0]
+
+
+def assert_ok(app: AppTest) -> None:
+    assert not app.exception, [error.value for error in app.exception]
+
+
+def test_starts_and_shows_translation_tokens_and_figures(app, checkpoints):
+    assert_ok(app)
+    translator = load_checkpoint(checkpoints / "tiny-en-de", device="cpu")
+    sentence = app.text_area(key="sentence").value
+    expected = translator.trace(sentence, beam_size=1)
+    assert translation_shown(app) == expected.translation
+    assert app.selectbox(key="checkpoint").value == "tiny-en-de"  # no multi30k-en-de here: the first valid folder
+    assert list(app.dataframe[0].value.loc["piece"]) == expected.source_pieces
+    encoder = chart_titled(app, "Encoder self-attention: layer 0, head 0")
+    assert encoder["layout"]["xaxis"]["ticktext"] == display_labels(expected.source_pieces)
+    assert encoder["layout"]["yaxis"]["ticktext"] == display_labels(expected.source_pieces)
+    assert len(app.get("plotly_chart")) >= 4  # probabilities, step top-k, step cross, step self, view
+
+
+def test_broken_checkpoint_folder_is_listed_with_the_reason(app):
+    skipped = [markdown.value.replace("\\", "") for markdown in app.sidebar.expander[0].markdown]
+    assert len(skipped) == 1
+    assert skipped[0].startswith("**broken**") and "config.json" in skipped[0] and "missing" in skipped[0]
+    assert "broken" not in app.selectbox(key="checkpoint").options
+
+
+def test_every_chart_exports_png(app):
+    for chart in app.get("plotly_chart"):
+        config = json.loads(chart.proto.config)
+        assert config["toImageButtonOptions"]["format"] == "png"
+        assert config["toImageButtonOptions"]["filename"].startswith("tiny-en-de")
+
+
+def test_editing_the_sentence_changes_translation_and_figures(app, checkpoints):
+    before_translation = translation_shown(app)
+    before_specs = chart_specs(app)
+    app.text_area(key="sentence").input(SHORT_SENTENCE).run()
+    assert_ok(app)
+    expected = load_checkpoint(checkpoints / "tiny-en-de", device="cpu").trace(SHORT_SENTENCE, beam_size=1)
+    assert translation_shown(app) == expected.translation != before_translation
+    assert chart_specs(app) != before_specs
+    encoder = chart_titled(app, "Encoder self-attention")
+    assert encoder["layout"]["xaxis"]["ticktext"] == display_labels(expected.source_pieces)
+    cross = chart_titled(app, "Cross-attention of this step")
+    assert cross["layout"]["xaxis"]["ticktext"] == display_labels(expected.source_pieces)
+
+
+def test_example_picker_fills_the_sentence(app):
+    example = app.selectbox(key="example").options[1]
+    app.selectbox(key="example").set_value(example).run()
+    assert_ok(app)
+    assert app.text_area(key="sentence").value == example
+
+
+def step_heading(app: AppTest) -> str:
+    return next(markdown.value for markdown in app.markdown if markdown.value.startswith("**Step "))
+
+
+def test_step_buttons_move_the_step(app):
+    assert step_heading(app).startswith("**Step 1 of")
+    self_attention = chart_titled(app, "Decoder self-attention of this step")
+    assert self_attention["layout"]["xaxis"]["ticktext"] == display_labels(["<s>"])
+    app.button(key="step_next").click().run()
+    assert_ok(app)
+    assert step_heading(app).startswith("**Step 2 of")
+    assert app.slider(key="step").value == 1
+    self_attention = chart_titled(app, "Decoder self-attention of this step")
+    assert len(self_attention["layout"]["xaxis"]["ticktext"]) == 2  # <s> and the first output token
+    app.button(key="step_last").click().run()
+    n_steps = int(app.slider(key="step").max)
+    assert step_heading(app).startswith(f"**Step {n_steps + 1} of {n_steps + 1}")
+    app.button(key="step_next").click().run()  # already at the end: stays there
+    assert app.slider(key="step").value == n_steps
+    app.button(key="step_first").click().run()
+    assert app.slider(key="step").value == 0
+
+
+@pytest.mark.parametrize("view", ["encoder", "decoder", "cross"])
+@pytest.mark.parametrize("display", ["single", "grid", "heads", "aggregates"])
+def test_every_attention_view_draws(app, view, display):
+    app.segmented_control(key="view").set_value(view).run()
+    app.segmented_control(key="display").set_value(display).run()
+    assert_ok(app)
+    titles = [spec["layout"]["title"]["text"] for spec in chart_specs(app)]
+    view_titles = [
+        title
+        for title in titles
+        if title.split(":")[0] in {"Encoder self-attention", "Decoder self-attention", "Cross-attention"}
+    ]
+    assert len(view_titles) == 1
+
+
+def test_cross_attention_view_merges_words_and_hides_specials(app):
+    sentence = "a man rides a blue bike in the park."  # words the toy tokenizer knows, so no <unk>
+    app.text_area(key="sentence").input(sentence).run()
+    app.segmented_control(key="view").set_value("cross").run()
+    app.toggle(key="merge_words").set_value(True).run()
+    app.toggle(key="show_special").set_value(False).run()
+    assert_ok(app)
+    cross = chart_titled(app, "Cross-attention: layer 0, head 0")
+    assert cross["layout"]["xaxis"]["ticktext"] == sentence.split()  # "park." is one word: "." continues it
+    assert not any("&lt;s&gt;" in label for label in cross["layout"]["yaxis"]["ticktext"])
+
+
+def test_positional_view(app):
+    app.segmented_control(key="view").set_value("positional").run()
+    assert_ok(app)
+    titles = [spec["layout"]["title"]["text"] for spec in chart_specs(app)]
+    assert "Positional encoding added at each position" in titles and "Size of position vs. size of token" in titles
+    app.radio(key="positional_side").set_value("decoder").run()
+    assert_ok(app)
+
+
+def test_switching_checkpoints_uses_the_card(app):
+    app.selectbox(key="checkpoint").set_value("toy-de-en").run()
+    assert_ok(app)
+    captions = [caption.value for caption in app.sidebar.caption]
+    assert any("German → English" in caption and "12.5" in caption for caption in captions)
+    assert app.selectbox(key="example").options[0].startswith("Ein ")
+
+
+def test_device_choice_and_cuda_fallback(app):
+    app.radio(key="device").set_value("cpu").run()
+    assert_ok(app)
+    assert "Running on: **cpu**" in [caption.value for caption in app.sidebar.caption]
+    app.radio(key="device").set_value("cuda").run()
+    assert_ok(app)
+    captions = [caption.value for caption in app.sidebar.caption]
+    if torch.cuda.is_available():
+        assert any(caption.startswith("Running on: **cuda") for caption in captions)
+    else:
+        assert "Running on: **cpu**" in captions
+        assert any("CUDA was requested but is not available" in warning.value for warning in app.sidebar.warning)
+
+
+def test_beam_search_and_length_limit(app):
+    app.radio(key="decoding").set_value("beam").run()
+    app.number_input(key="max_len").set_value(3).run()
+    assert_ok(app)
+    assert any(markdown.value == "**Translation** (beam search (beam 5))" for markdown in app.markdown)
+    probabilities = chart_titled(app, "Probability of each output token")
+    assert len(probabilities["layout"]["xaxis"]["ticktext"]) <= 4  # at most 3 tokens, then </s>
+
+
+def test_teacher_forcing_shows_the_typed_target(app):
+    translation = translation_shown(app)
+    app.toggle(key="teacher_forcing").set_value(True).run()
+    assert app.text_input(key="target").value == translation  # starts from the model's own output
+    app.text_input(key="target").input("two dogs").run()
+    assert_ok(app)
+    assert translation_shown(app) == "two dogs"
+    assert any(markdown.value == "**Translation** (teacher forcing)" for markdown in app.markdown)
+    probabilities = chart_titled(app, "Probability of each output token")
+    assert probabilities["layout"]["xaxis"]["ticktext"][-1] == display_labels(["</s>"])[0]
+
+
+def test_trace_downloads(app):
+    labels = [button.proto.label for button in app.get("download_button")]
+    assert labels == ["Download trace (JSON)", "Download trace (NPZ)"]
+
+
+def test_real_default_checkpoint(monkeypatch):
+    if not (REPO / "checkpoints" / "multi30k-en-de" / "model.safetensors").exists():
+        pytest.skip("checkpoints/multi30k-en-de is not shipped yet")
+    monkeypatch.delenv(CHECKPOINTS_ENV, raising=False)
+    app = AppTest.from_file(APP, default_timeout=120).run()
+    assert_ok(app)
+    assert app.selectbox(key="checkpoint").value == "multi30k-en-de"
+    assert translation_shown(app)
+    encoder = chart_titled(app, "Encoder self-attention")
+    assert encoder["layout"]["xaxis"]["ticktext"][0] == "A"

@@ -1,0 +1,162 @@
+"""The app in a real headless Chromium: it translates, redraws on a new sentence, steps, and logs no errors.
+
+Starts `streamlit run app.py` on a free local port with a small random checkpoint. Skipped
+with the reason when Selenium or Debian's chromium/chromedriver are missing, except in CI
+(CI=true), where a missing browser fails. Screenshots go to test-output/.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from model import load_checkpoint
+from browser_utils import REPO, chromium, missing_browser, streamlit_server
+from viz.tokens import display_labels
+
+pytestmark = pytest.mark.browser
+
+OUTPUT = REPO / "test-output"
+WAIT_S = 90  # an upper bound for the page to react on a busy 2-core machine, not a timing assertion
+NEW_SENTENCE = "the girl sits."
+
+# JavaScript that reads what plotly drew: each chart's title and tick labels from its graph div.
+READ_CHARTS = """
+return Array.from(document.querySelectorAll('.js-plotly-plot')).map(gd => ({
+    title: (gd.layout.title && gd.layout.title.text) || '',
+    x: (gd.layout.xaxis && gd.layout.xaxis.ticktext) || [],
+    y: (gd.layout.yaxis && gd.layout.yaxis.ticktext) || [],
+}));
+"""
+
+
+@pytest.fixture(scope="module")
+def browser_ready() -> None:
+    reason = missing_browser()
+    if reason and os.environ.get("CI") == "true":
+        pytest.fail(f"browser tests must run in CI: {reason}")
+    if reason:
+        pytest.skip(reason)
+
+
+@pytest.fixture(scope="module")
+def server(browser_ready, tiny_checkpoint, tmp_path_factory):
+    """The app served from a folder holding only the tiny test checkpoint."""
+    with streamlit_server(tiny_checkpoint.parent, tmp_path_factory.mktemp("streamlit-log")) as url:
+        yield url
+
+
+@pytest.fixture
+def driver(browser_ready):
+    with chromium(Path(tempfile.mkdtemp(prefix="chromium-profile-"))) as browser:
+        yield browser
+
+
+@pytest.fixture(scope="module")
+def translator(tiny_checkpoint):
+    return load_checkpoint(tiny_checkpoint, device="cpu")
+
+
+def wait_until(driver, condition, message: str):
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    return WebDriverWait(driver, WAIT_S, poll_frequency=0.5).until(condition, message)
+
+
+def charts(driver) -> list[dict]:
+    return driver.execute_script(READ_CHARTS)
+
+
+def chart(driver, title_start: str) -> dict | None:
+    matches = [found for found in charts(driver) if found["title"].startswith(title_start)]
+    return matches[0] if len(matches) == 1 else None
+
+
+def translation_text(driver) -> str | None:
+    from selenium.webdriver.common.by import By
+
+    headings = driver.find_elements(By.CSS_SELECTOR, "[data-testid='stMarkdownContainer'] h3")
+    return headings[0].text.strip() if headings else None
+
+
+def step_text(driver) -> str:
+    from selenium.webdriver.common.by import By
+
+    paragraphs = driver.find_elements(By.XPATH, "//p[strong[starts-with(normalize-space(.), 'Step ')]]")
+    return paragraphs[0].text if paragraphs else ""
+
+
+def click_button(driver, label: str) -> None:
+    from selenium.webdriver.common.by import By
+
+    driver.find_element(By.XPATH, f"//button[.//p[normalize-space(.)='{label}']]").click()
+
+
+def load_page(driver, url: str) -> None:
+    driver.get(url)
+    wait_until(
+        driver, lambda d: chart(d, "Encoder self-attention") and translation_text(d), "page never drew its charts"
+    )
+
+
+def console_errors(driver) -> list[dict]:
+    """Every SEVERE console entry. Nothing is filtered: Streamlit and plotly log no errors on this page."""
+    return [entry for entry in driver.get_log("browser") if entry["level"] == "SEVERE"]
+
+
+def test_translates_redraws_and_steps(server, driver, translator):
+    load_page(driver, server)
+    first = translator.trace(driver_sentence(driver), beam_size=1)
+    assert translation_text(driver) == first.translation
+    assert chart(driver, "Encoder self-attention")["x"] == display_labels(first.source_pieces)
+    OUTPUT.mkdir(exist_ok=True)
+    driver.save_screenshot(str(OUTPUT / "browser-main-view.png"))
+
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    box = driver.find_element(By.CSS_SELECTOR, "textarea[aria-label='Source sentence']")
+    box.send_keys(Keys.CONTROL, "a")
+    box.send_keys(NEW_SENTENCE)
+    box.send_keys(Keys.CONTROL, Keys.ENTER)  # Streamlit applies a text area on Ctrl+Enter
+    second = translator.trace(NEW_SENTENCE, beam_size=1)
+    new_labels = display_labels(second.source_pieces)
+    wait_until(driver, lambda d: (chart(d, "Encoder self-attention") or {}).get("x") == new_labels, "chart not redrawn")
+    wait_until(driver, lambda d: translation_text(d) == second.translation, "translation not updated")
+
+    assert step_text(driver).startswith("Step 1 of")
+    click_button(driver, "Next")
+    wait_until(driver, lambda d: step_text(d).startswith("Step 2 of"), "the step did not move")
+    read_so_far = display_labels(second.target_pieces[:2])  # <s> and the first output token
+    wait_until(
+        driver,
+        lambda d: (chart(d, "Decoder self-attention of this step") or {}).get("x") == read_so_far,
+        "the step's decoder self-attention was not redrawn",
+    )
+    driver.save_screenshot(str(OUTPUT / "browser-after-step.png"))
+    assert console_errors(driver) == []
+
+
+def driver_sentence(driver) -> str:
+    from selenium.webdriver.common.by import By
+
+    return driver.find_element(By.CSS_SELECTOR, "textarea[aria-label='Source sentence']").get_attribute("value")
+
+
+@pytest.mark.parametrize("view", ["Decoder self-attention", "Cross-attention", "Positional encoding"])
+def test_views_draw_without_console_errors_or_outside_requests(server, driver, view):
+    load_page(driver, server)
+    click_button(driver, view)
+    expected_title = "Positional encoding added" if view == "Positional encoding" else f"{view}: layer 0, head 0"
+    wait_until(driver, lambda d: chart(d, expected_title), f"{view} view never drew")
+    displays = {"All heads": view, "Head view": f"{view}: layer 0, all heads", "Aggregates": f"{view}: aggregates"}
+    for display, title in displays.items() if view != "Positional encoding" else ():
+        click_button(driver, display)
+        wait_until(driver, lambda d, t=title: any(c["title"] == t for c in charts(d)), f"{display} never drew")
+    assert console_errors(driver) == []
+    resources = driver.execute_script("return performance.getEntriesByType('resource').map(e => e.name)")
+    outside = [name for name in resources if not name.startswith((server, "data:", "blob:"))]
+    assert outside == [], "the page fetched something from outside the local server"

@@ -1,0 +1,327 @@
+"""viz/: every figure carries the captured numbers and the tokens it claims to, on a trace from a small model."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import plotly.colors
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import viz
+from model import load_checkpoint
+from model.tokenizer import word_index
+from viz.text import bleu_scores, describe_card, escape_markdown, example_sentences
+from viz.tokens import STRUCTURAL_PIECES, display_labels, display_piece, display_word, group_pieces
+
+SENTENCE = "a man rides a blue bike in the park."
+
+
+@pytest.fixture(scope="module")
+def trace(tiny_checkpoint):
+    return load_checkpoint(tiny_checkpoint, device="cpu").trace(SENTENCE, beam_size=1, max_len=8)
+
+
+def ticktext(axis) -> list[str]:
+    return list(axis.ticktext)
+
+
+def direct_word_merge(weights: np.ndarray, query_pieces: list[str], key_pieces: list[str]) -> np.ndarray:
+    """Reference: sum over a word's key pieces, then average over its query pieces, with explicit loops."""
+    query_words = word_index(query_pieces, STRUCTURAL_PIECES)
+    key_words = word_index(key_pieces, STRUCTURAL_PIECES)
+    result = np.zeros((max(query_words) + 1, max(key_words) + 1))
+    counts = np.zeros(max(query_words) + 1)
+    for q, query_word in enumerate(query_words):
+        counts[query_word] += 1
+        for k, key_word in enumerate(key_words):
+            result[query_word, key_word] += weights[q, k]
+    return result / counts[:, None]
+
+
+# --- token labels ---
+
+
+def test_pieces_are_shown_as_word_starts_continuations_and_marked_specials():
+    assert display_piece("\u2581rid") == "rid"
+    assert display_piece("ing") == "\u00b7ing"
+    assert display_piece("\u2581") == "\u2581"
+    assert "&lt;/s&gt;" in display_piece("</s>") and display_piece("</s>").startswith("<i")
+    assert display_word(["\u2581rid", "ing"]) == "riding"
+
+
+def test_labels_are_html_escaped_everywhere():
+    pieces = ["\u2581<b>bold</b>", "&amp;", "\u2581<a href='x'>", "</s>"]
+    weights = np.full((4, 4), 0.25, dtype=np.float32)
+    figure = viz.attention_heatmap(weights, pieces, pieces, title="<script>alert(1)</script>")
+    labels = ticktext(figure.layout.xaxis)
+    assert labels[:3] == ["&lt;b&gt;bold&lt;/b&gt;", "\u00b7&amp;amp;", "&lt;a href=&#x27;x&#x27;&gt;"]
+    assert "<script>" not in figure.layout.title.text
+    hover_labels = [label for row in figure.data[0].customdata for cell in row for label in cell]
+    assert not any("<b>" in label or "<a " in label for label in hover_labels)
+
+
+def test_repeated_tokens_keep_their_own_rows_and_columns():
+    pieces = ["\u2581a", "\u2581a", "\u2581a", "</s>"]
+    figure = viz.attention_heatmap(np.eye(4), pieces, pieces)
+    assert list(figure.layout.xaxis.tickvals) == [0, 1, 2, 3]
+    assert ticktext(figure.layout.xaxis)[:3] == ["a", "a", "a"]
+    np.testing.assert_array_equal(figure.data[0].z, np.eye(4))
+
+
+# --- single head, grid, head view ---
+
+
+@pytest.mark.parametrize("kind", viz.ATTENTION_KINDS)
+def test_heatmap_holds_the_captured_weights_and_tokens(trace, kind):
+    axes = viz.attention_axes(trace, kind)
+    weights = axes.stack[1, 2]
+    figure = viz.attention_heatmap(weights, axes.query_pieces, axes.key_pieces, annotate=True)
+    heatmap = figure.data[0]
+    np.testing.assert_array_equal(heatmap.z, weights)
+    assert heatmap.z.shape == (len(axes.query_pieces), len(axes.key_pieces))
+    assert ticktext(figure.layout.xaxis) == display_labels(axes.key_pieces)
+    assert ticktext(figure.layout.yaxis) == display_labels(axes.query_pieces)
+    assert heatmap.customdata[0][-1][0] == display_piece(axes.query_pieces[0])
+    assert heatmap.customdata[0][-1][1] == display_piece(axes.key_pieces[-1])
+    assert "%{z:.4f}" in heatmap.hovertemplate and heatmap.texttemplate == "%{z:.2f}"
+    assert (heatmap.zmin, heatmap.zmax) == (0.0, 1.0)
+
+
+def test_attention_axes_follow_the_trace(trace):
+    assert viz.attention_axes(trace, "encoder").stack.shape == (
+        2,
+        4,
+        len(trace.source_pieces),
+        len(trace.source_pieces),
+    )
+    cross = viz.attention_axes(trace, "cross")
+    assert cross.query_pieces == trace.decoder_input_pieces and cross.key_pieces == trace.source_pieces
+    assert cross.query_pieces[0] == "<s>"
+    with pytest.raises(ValueError, match="kind"):
+        viz.attention_axes(trace, "sideways")
+
+
+def test_grid_has_every_head_of_every_layer(trace):
+    axes = viz.attention_axes(trace, "cross")
+    figure = viz.attention_grid(axes.stack, axes.query_pieces, axes.key_pieces)
+    n_layers, n_heads = axes.stack.shape[:2]
+    assert len(figure.data) == n_layers * n_heads
+    for index, heatmap in enumerate(figure.data):
+        layer, head = divmod(index, n_heads)
+        np.testing.assert_array_equal(heatmap.z, axes.stack[layer, head])
+        assert heatmap.hovertemplate.startswith(f"layer {layer}, head {head}")
+    for axis_name in ("xaxis", "xaxis8"):
+        assert ticktext(figure.layout[axis_name]) == display_labels(axes.key_pieces)
+    assert ticktext(figure.layout.yaxis) == display_labels(axes.query_pieces)
+    assert figure.layout.coloraxis.cmax == 1.0
+
+
+def test_head_view_draws_each_weight_above_the_threshold(trace):
+    axes = viz.attention_axes(trace, "encoder")
+    weights = axes.stack[0]
+    figure = viz.head_view(weights, axes.query_pieces, axes.key_pieces, min_weight=0.05)
+    hover_traces = [data for data in figure.data if data.mode == "markers"]
+    assert [data.name for data in hover_traces] == [f"head {h}" for h in range(weights.shape[0])]
+    for head, data in enumerate(hover_traces):
+        drawn = {(row[3], row[4]): row[2] for row in data.customdata}
+        expected = {(q, k): float(w) for (q, k), w in np.ndenumerate(weights[head]) if w >= 0.05}
+        assert drawn.keys() == expected.keys()
+        for pair, weight in drawn.items():
+            assert weight == pytest.approx(expected[pair], abs=0)
+    token_columns = [data for data in figure.data if data.mode == "markers+text"]
+    assert [list(column.text) for column in token_columns] == [display_labels(axes.query_pieces)] * 2
+
+
+def test_head_view_can_follow_one_query(trace):
+    axes = viz.attention_axes(trace, "cross")
+    figure = viz.head_view(axes.stack[1], axes.query_pieces, axes.key_pieces, query=2, heads=[0, 3], min_weight=0.0)
+    hover_traces = [data for data in figure.data if data.mode == "markers"]
+    assert [data.name for data in hover_traces] == ["head 0", "head 3"]
+    for head, data in zip([0, 3], hover_traces, strict=True):
+        assert {row[3] for row in data.customdata} == {2}
+        np.testing.assert_allclose([row[2] for row in data.customdata], axes.stack[1, head, 2], rtol=0, atol=0)
+
+
+# --- merging subwords, hiding specials ---
+
+
+@pytest.mark.parametrize("kind", viz.ATTENTION_KINDS)
+def test_word_merge_sums_keys_and_averages_queries(trace, kind):
+    axes = viz.attention_axes(trace, kind)
+    weights = axes.stack[1, 0]
+    merged = viz.select_tokens(weights, axes.query_pieces, axes.key_pieces, merge_words=True)
+    np.testing.assert_allclose(
+        merged.weights, direct_word_merge(weights, axes.query_pieces, axes.key_pieces), atol=1e-6
+    )
+    np.testing.assert_allclose(merged.weights.sum(axis=-1), 1.0, atol=1e-5)
+    figure = viz.attention_heatmap(weights, axes.query_pieces, axes.key_pieces, merge_words=True)
+    np.testing.assert_array_equal(figure.data[0].z, merged.weights)
+    assert ticktext(figure.layout.xaxis) == merged.key_labels
+
+
+def test_merged_labels_are_whole_words():
+    pieces = ["\u2581rid", "ing", "\u2581a", "\u2581bi", "ke", ".", "</s>"]
+    assert [[pieces[i] for i in group] for group in group_pieces(pieces)] == [
+        ["\u2581rid", "ing"], ["\u2581a"], ["\u2581bi", "ke", "."], ["</s>"]
+    ]  # fmt: skip
+    merged = viz.select_tokens(np.full((7, 7), 1 / 7), pieces, pieces, merge_words=True)
+    assert merged.key_tokens == ["riding", "a", "bike.", "</s>"]
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(st.sampled_from(["\u2581a", "b", "\u2581cd", "e", ".", "</s>", "<s>"]), min_size=1, max_size=9),
+    st.integers(0, 2**32 - 1),
+)
+def test_word_merge_matches_direct_computation_for_any_pieces(pieces, seed):
+    weights = np.random.default_rng(seed).dirichlet(np.ones(len(pieces)), size=len(pieces))
+    merged = viz.select_tokens(weights, pieces, pieces, merge_words=True)
+    np.testing.assert_allclose(merged.weights, direct_word_merge(weights, pieces, pieces), atol=1e-12)
+
+
+def test_hiding_specials_drops_them_without_renormalising(trace):
+    axes = viz.attention_axes(trace, "cross")
+    weights = axes.stack[0, 1]
+    hidden = viz.select_tokens(weights, axes.query_pieces, axes.key_pieces, show_special=False)
+    keep_keys = [k for k, piece in enumerate(axes.key_pieces) if piece not in STRUCTURAL_PIECES]
+    keep_queries = [q for q, piece in enumerate(axes.query_pieces) if piece not in STRUCTURAL_PIECES]
+    np.testing.assert_array_equal(hidden.weights, weights[np.ix_(keep_queries, keep_keys)])
+    eos_weight = weights[keep_queries, axes.key_pieces.index("</s>")]
+    np.testing.assert_allclose(hidden.weights.sum(axis=-1), 1.0 - eos_weight, atol=1e-5)
+    assert "</s>" not in hidden.key_tokens and "<s>" not in hidden.query_tokens
+
+
+# --- aggregates ---
+
+
+def direct_rollout(stack: np.ndarray) -> np.ndarray:
+    """Abnar & Zuidema's recipe written out layer by layer."""
+    n = stack.shape[-1]
+    result = np.eye(n)
+    for layer in range(stack.shape[0]):
+        average = sum(stack[layer, head] for head in range(stack.shape[1])) / stack.shape[1]
+        with_residual = 0.5 * average + 0.5 * np.eye(n)
+        with_residual = with_residual / with_residual.sum(axis=1, keepdims=True)
+        result = with_residual @ result
+    return result
+
+
+@pytest.mark.parametrize("kind", ["encoder", "decoder"])
+def test_rollout_equals_direct_computation(trace, kind):
+    stack = viz.attention_axes(trace, kind).stack.astype(np.float64)
+    rollout = viz.attention_rollout(stack)
+    assert rollout.shape == (stack.shape[0],) + stack.shape[-2:]
+    np.testing.assert_allclose(rollout[-1], direct_rollout(stack), atol=1e-12)
+    np.testing.assert_allclose(rollout[0], direct_rollout(stack[:1]), atol=1e-12)
+    np.testing.assert_allclose(rollout[-1].sum(axis=-1), 1.0, atol=1e-9)
+
+
+def test_rollout_refuses_cross_attention(trace):
+    with pytest.raises(ValueError, match="self-attention"):
+        viz.attention_rollout(viz.attention_axes(trace, "cross").stack)
+
+
+def test_aggregate_figure_panels(trace):
+    axes = viz.attention_axes(trace, "encoder")
+    figure = viz.aggregate_figure(axes.stack, 1, axes.query_pieces, axes.key_pieces)
+    mean, maximum, rollout = (data.z for data in figure.data)
+    np.testing.assert_allclose(mean, axes.stack[1].mean(axis=0), atol=1e-6)
+    np.testing.assert_array_equal(maximum, axes.stack[1].max(axis=0))
+    np.testing.assert_allclose(rollout, direct_rollout(axes.stack.astype(np.float64)), atol=1e-6)
+    assert ticktext(figure.layout.xaxis) == display_labels(axes.key_pieces)
+    cross = viz.attention_axes(trace, "cross")
+    assert len(viz.aggregate_figure(cross.stack, 0, cross.query_pieces, cross.key_pieces, rollout=False).data) == 2
+
+
+# --- positional encoding ---
+
+
+def test_positional_figures_show_the_captured_encoding(trace):
+    encoding = trace.positional["encoder.positional"]
+    pieces = trace.source_pieces
+    matrix = viz.positional_matrix(encoding, pieces)
+    np.testing.assert_array_equal(matrix.data[0].z, encoding)
+    assert ticktext(matrix.layout.yaxis) == [f"{p} {label}" for p, label in enumerate(display_labels(pieces))]
+    curves = viz.positional_curves(encoding, [0, 1, 6])
+    assert [data.name for data in curves.data] == ["dimension 0 (sin)", "dimension 1 (cos)", "dimension 6 (sin)"]
+    np.testing.assert_array_equal(curves.data[2].y, encoding[:, 6])
+    similarity = viz.positional_similarity(encoding, pieces)
+    np.testing.assert_allclose(similarity.data[0].z, encoding.astype(np.float64) @ encoding.T, rtol=1e-6)
+    norms = viz.encoding_norms(encoding, trace.embedding_norms["encoder"], pieces)
+    np.testing.assert_allclose(norms.data[0].y, trace.embedding_norms["encoder"], rtol=1e-6)
+    np.testing.assert_allclose(norms.data[1].y, np.linalg.norm(encoding, axis=-1), rtol=1e-6)
+
+
+def test_sinusoidal_encoding_starts_with_sin_0_and_cos_0(trace):
+    encoding = trace.positional["decoder.positional"]
+    np.testing.assert_allclose(encoding[0, 0::2], 0.0, atol=1e-6)
+    np.testing.assert_allclose(encoding[0, 1::2], 1.0, atol=1e-6)
+
+
+# --- decoding ---
+
+
+def test_decoding_step_reads_the_right_rows(trace):
+    step = viz.decoding_step(trace, 2, 1)
+    assert step.decoder_input == trace.target_pieces[:3] and step.decoder_input[0] == "<s>"
+    assert step.predicted == trace.target_pieces[3]
+    np.testing.assert_array_equal(step.cross_rows, trace.attention["decoder.layers.1.cross_attn"][:, 2, :])
+    np.testing.assert_array_equal(step.self_rows, trace.attention["decoder.layers.1.self_attn"][:, 2, :3])
+    assert step.chosen_rank == 0  # greedy decoding takes the most likely token
+    assert step.top_pieces[0] == step.predicted
+    with pytest.raises(ValueError, match="step"):
+        viz.decoding_step(trace, trace.n_steps, 0)
+
+
+def test_step_figures_hold_the_row_per_head_and_the_mean(trace):
+    step = viz.decoding_step(trace, 1, 0)
+    figure = viz.step_attention(step.cross_rows, trace.source_pieces)
+    z = figure.data[0].z
+    np.testing.assert_array_equal(z[:-1], step.cross_rows)
+    np.testing.assert_allclose(z[-1], step.cross_rows.mean(axis=0), atol=1e-7)
+    assert ticktext(figure.layout.xaxis) == display_labels(trace.source_pieces)
+    assert ticktext(figure.layout.yaxis) == ["head 0", "head 1", "head 2", "head 3", "mean"]
+    merged = viz.step_attention(step.cross_rows, trace.source_pieces, merge_words=True)
+    expected = direct_word_merge(
+        np.vstack([step.cross_rows, step.cross_rows.mean(axis=0)]), ["\u2581row"] * 5, trace.source_pieces
+    )
+    np.testing.assert_allclose(merged.data[0].z, expected, atol=1e-6)
+    top = viz.top_k_figure(step.top_pieces, step.top_probabilities, step.chosen_rank)
+    np.testing.assert_array_equal(top.data[0].x, step.top_probabilities)
+    assert ticktext(top.layout.yaxis) == display_labels(step.top_pieces)
+
+
+def test_token_probabilities(trace):
+    figure = viz.token_probabilities(trace.predicted_pieces, trace.step_probs)
+    np.testing.assert_array_equal(figure.data[0].y, trace.step_probs)
+    assert ticktext(figure.layout.xaxis) == display_labels(trace.predicted_pieces)
+
+
+# --- style and text ---
+
+
+def test_power_colorscale_bends_colours_not_values():
+    scale = viz.power_colorscale("Blues", 0.5, steps=5)
+    positions = [stop for stop, _ in scale]
+    assert positions == [0.0, 0.0625, 0.25, 0.5625, 1.0]
+    assert scale[2][1] == plotly.colors.sample_colorscale("Blues", [0.5])[0]  # weight 0.25 gets the middle colour
+
+
+def test_chart_config_exports_png_with_a_safe_name():
+    config = viz.chart_config("tiny en/de: <cross>")
+    assert config["toImageButtonOptions"] == {"format": "png", "filename": "tiny-en-de-cross", "scale": 2}
+    json.dumps(config)
+
+
+def test_card_summary_and_examples():
+    card = {"source_language": "de", "target_language": "en", "parameters": 2349056,
+            "test_2016_flickr": {"bleu": 35.04, "bleu_lowercase": 36.0}, "valid_bleu_greedy": 33.2}  # fmt: skip
+    assert bleu_scores(card) == {"test_2016_flickr": 35.04, "valid (greedy)": 33.2}
+    summary = describe_card(card)
+    assert "German → English" in summary and "2,349,056 parameters" in summary and "35.0" in summary
+    assert "no BLEU" in describe_card({})
+    assert example_sentences("de")[0].startswith("Ein") and example_sentences(None)[0].startswith("A man")
+    assert escape_markdown("*a* <b>") == "\\*a\\* \\<b\\>"
