@@ -17,18 +17,19 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m model.translate",
         description=(
-            "Translate sentences with a checkpoint folder. Give the sentences as arguments, or pipe "
+            "Translate sentences with a checkpoint folder. Give the sentences as arguments, or pipe\n"
             "them on stdin one a line; one translation a line goes to stdout."
         ),
         epilog=(
-            "examples: python -m model.translate --checkpoint checkpoints/en-de 'A dog runs in the park.'  |  "
-            "python -m model.translate --checkpoint checkpoints/en-de < test.en > test.hyp.de"
+            "examples:\n"
+            "  python -m model.translate --checkpoint checkpoints/en-de 'A dog runs in the park.'\n"
+            "  python -m model.translate --checkpoint checkpoints/en-de < test.en > test.hyp.de"
         ),
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("text", nargs="*", metavar="TEXT", help="sentences to translate (default: read stdin lines)")
     parser.add_argument("--checkpoint", required=True, help="checkpoint folder (config.json, model.safetensors, ...)")
-    parser.add_argument("--beam", type=int, default=5, help="beam size (1: greedy decoding)")
+    parser.add_argument("--beam", type=int, default=5, help="beam size (1: greedy decoding; default: %(default)s)")
     parser.add_argument(
         "--max-len", type=int, help="most tokens generated per sentence (default: 1.5 x source length + 10)"
     )
@@ -36,13 +37,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--device",
         default="auto",
         help="auto (CUDA, then MPS, then CPU), cpu, cuda, cuda:N or mps; "
-        "a missing accelerator falls back to the CPU with a notice on stderr",
+        "a missing accelerator falls back to the CPU with a notice on stderr (default: %(default)s)",
     )
     parser.add_argument(
         "--batch-size",
         type=int,
         default=64,
-        help="sentences translated together when stdin is a file or pipe (a terminal is translated line by line)",
+        help="sentences translated together when stdin is a file or pipe "
+        "(a terminal is translated line by line; default: %(default)s)",
     )
     return parser
 

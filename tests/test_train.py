@@ -39,7 +39,7 @@ TRAIN_OPTIONS = [
     "--layers", "2", "--d-model", "64", "--heads", "4", "--d-ff", "128", "--dropout", "0", "--max-len", "32",
     "--max-tokens", str(MAX_TOKENS), "--lr", "2e-3", "--warmup", "100", "--seed", str(SEED),
     "--keep-last", "5", "--patience", "1000", "--valid-bleu-limit", "50", "--snapshot-steps", "0",
-    "--threads", "1", "--quiet",
+    "--device", "cpu", "--threads", "1", "--quiet",
 ]  # fmt: skip
 # Per-epoch metrics that are pure functions of the weights (timings are not).
 COMPARED = ("step", "train_loss", "valid_loss")
@@ -126,13 +126,14 @@ def test_resume_continues_where_the_run_stopped(reference_run, corpus, tmp_path,
         train_module.main([*common, "--epochs", "3"])
 
     # 1e-9 minutes: the clock runs out after the first step of epoch 3, mid-epoch.
-    train_module.main(["--out", str(out), "--resume", "--epochs", str(EPOCHS), "--max-minutes", "1e-9", "--quiet"])
+    stop_early = ["--max-minutes", "1e-9", "--device", "cpu", "--quiet"]
+    train_module.main(["--out", str(out), "--resume", "--epochs", str(EPOCHS), *stop_early])
     state = torch.load(out / "state.pt", map_location="cpu", weights_only=True)
     assert (state["epoch"], state["batch_in_epoch"], state["step"]) == (3, 1, 2 * steps_per_epoch + 1)
     assert len(read_metrics(out)) == 2
     capsys.readouterr()
 
-    train_module.main(["--out", str(out), "--resume", "--epochs", str(EPOCHS), "--threads", "1", "--quiet"])
+    train_module.main(["--out", str(out), "--resume", "--epochs", str(EPOCHS), "--device", "cpu", "--threads", "1"])
     assert f"resuming at epoch 3, batch 1, step {2 * steps_per_epoch + 1}" in capsys.readouterr().err
 
     resumed, reference = read_metrics(out), read_metrics(reference_run)

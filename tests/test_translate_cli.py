@@ -34,7 +34,8 @@ def expected(tiny_checkpoint):
 
 def test_translates_text_arguments(tiny_checkpoint, expected):
     texts = ["a dog runs in the park.", "two girls sit on a red bike."]
-    result = run_cli("--checkpoint", str(tiny_checkpoint), "--beam", "1", "--max-len", str(MAX_LEN), *texts)
+    options = ("--device", "cpu", "--beam", "1", "--max-len", str(MAX_LEN))
+    result = run_cli("--checkpoint", str(tiny_checkpoint), *options, *texts)
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines() == [expected(text) for text in texts]
     assert all(line.strip() for line in result.stdout.splitlines())
@@ -43,7 +44,8 @@ def test_translates_text_arguments(tiny_checkpoint, expected):
 def test_translates_stdin_lines_and_keeps_blank_lines(tiny_checkpoint, expected):
     lines = ["the man plays with a ball.", "", "an old woman walks."]
     result = run_cli(
-        "--checkpoint", str(tiny_checkpoint), "--beam", "1", "--max-len", str(MAX_LEN), "--batch-size", "1",
+        "--checkpoint", str(tiny_checkpoint), "--device", "cpu", "--beam", "1", "--max-len", str(MAX_LEN),
+        "--batch-size", "1",
         stdin="".join(line + "\n" for line in lines),
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
