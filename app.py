@@ -146,10 +146,6 @@ def sidebar_checkpoint() -> tuple[CheckpointEntry, Translator, str]:
     entries = scan_checkpoints(str(folder), folder_stamp(folder))
     usable = {entry.name: entry for entry in entries if not entry.error}
     skipped = [entry for entry in entries if entry.error]
-    if skipped:
-        with st.sidebar.expander(f"{len(skipped)} folder(s) skipped"):
-            for entry in skipped:
-                st.markdown(f"**{escape_markdown(entry.name)}**: {escape_markdown(entry.error)}")
     if not usable:
         st.error(
             f"No usable checkpoint in {folder}. Each checkpoint is a folder with config.json, "
@@ -161,6 +157,11 @@ def sidebar_checkpoint() -> tuple[CheckpointEntry, Translator, str]:
     name = st.sidebar.selectbox("Checkpoint", names, key="checkpoint", bind="query-params")
     entry = usable[name]
     st.sidebar.caption(describe_card(entry.card))
+    with st.sidebar.expander(f"All checkpoints ({len(usable)} usable, {len(skipped)} skipped)"):
+        for usable_entry in usable.values():
+            st.markdown(f"**{escape_markdown(usable_entry.name)}**: {describe_card(usable_entry.card)}")
+        for skipped_entry in skipped:
+            st.markdown(f"Skipped **{escape_markdown(skipped_entry.name)}**: {escape_markdown(skipped_entry.error)}")
     device = st.sidebar.radio(
         "Device", list(DEVICES), format_func=DEVICES.get, horizontal=True, key="device", bind="query-params"
     )
@@ -330,16 +331,24 @@ def attention_view(trace: Trace, kind: str, display: dict[str, Any], file_stem: 
             queries = viz.select_tokens(
                 axes.stack[layer], axes.query_pieces, axes.key_pieces, **grid_display
             ).query_tokens
-            query = st.selectbox(
+            lines_from, heads_drawn = st.columns(2)
+            remember("head_view_query", [ALL_QUERIES, *range(len(queries))], ALL_QUERIES)
+            query = lines_from.selectbox(
                 "Lines from",
                 [ALL_QUERIES, *range(len(queries))],
                 format_func=lambda q: "every query token" if q == ALL_QUERIES else f"{q}: {queries[q]}",
                 key="head_view_query",
             )
+            if not set(st.session_state.get("head_view_heads", [None])) <= set(heads):
+                st.session_state.head_view_heads = heads
+            chosen_heads = heads_drawn.multiselect(
+                "Heads drawn", heads, format_func=lambda n: f"head {n}", key="head_view_heads"
+            )
             figure = viz.head_view(
                 axes.stack[layer],
                 axes.query_pieces,
                 axes.key_pieces,
+                heads=chosen_heads,
                 query=None if query == ALL_QUERIES else query,
                 **grid_display,
                 title=f"{VIEWS[kind]}: layer {layer}, all heads",

@@ -72,11 +72,13 @@ def test_starts_and_shows_translation_tokens_and_figures(app, checkpoints):
     assert len(app.get("plotly_chart")) >= 4  # probabilities, step top-k, step cross, step self, view
 
 
-def test_broken_checkpoint_folder_is_listed_with_the_reason(app):
-    skipped = [markdown.value.replace("\\", "") for markdown in app.sidebar.expander[0].markdown]
-    assert len(skipped) == 1
-    assert skipped[0].startswith("**broken**") and "config.json" in skipped[0] and "missing" in skipped[0]
-    assert "broken" not in app.selectbox(key="checkpoint").options
+def test_every_checkpoint_folder_is_listed_with_its_card_or_why_it_was_skipped(app, checkpoints):
+    listed = [markdown.value.replace("\\", "") for markdown in app.sidebar.expander[0].markdown]
+    parameters = json.loads((checkpoints / "tiny-en-de" / "card.json").read_text())["parameters"]
+    assert listed[0].startswith(f"**tiny-en-de**: English → German · {parameters:,} parameters")
+    assert listed[1].startswith("**toy-de-en**: German → English") and "BLEU 12.5 (test_2016_flickr)" in listed[1]
+    assert listed[2].startswith("Skipped **broken**: ") and listed[2].endswith("broken/config.json: file is missing")
+    assert app.selectbox(key="checkpoint").options == ["tiny-en-de", "toy-de-en"]
 
 
 def test_every_chart_exports_png(app):
@@ -143,6 +145,18 @@ def test_every_attention_view_draws(app, view, display):
         if title.split(":")[0] in {"Encoder self-attention", "Decoder self-attention", "Cross-attention"}
     ]
     assert len(view_titles) == 1
+
+
+def test_head_view_draws_the_chosen_heads_and_query(app):
+    app.segmented_control(key="view").set_value("cross").run()
+    app.segmented_control(key="display").set_value("heads").run()
+    app.multiselect(key="head_view_heads").set_value([1, 3]).run()
+    app.selectbox(key="head_view_query").set_value(2).run()
+    assert_ok(app)
+    figure = chart_titled(app, "Cross-attention: layer 0, all heads")
+    hover_traces = [data for data in figure["data"] if data.get("mode") == "markers"]
+    assert [data["name"] for data in hover_traces] == ["head 1", "head 3"]
+    assert {row[3] for data in hover_traces for row in data["customdata"]} == {2}
 
 
 def test_cross_attention_view_merges_words_and_hides_specials(app):

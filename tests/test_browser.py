@@ -12,9 +12,9 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from browser_utils import REPO, chromium, missing_browser, streamlit_server
 
 from model import load_checkpoint
-from browser_utils import REPO, chromium, missing_browser, streamlit_server
 from viz.tokens import display_labels
 
 pytestmark = pytest.mark.browser

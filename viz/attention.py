@@ -192,7 +192,7 @@ def head_view(
                 x=hover_x,
                 y=hover_y,
                 mode="markers",
-                marker={"size": 5, "color": head_colour(head, 0.6)},
+                marker={"size": 4, "color": head_colour(head, 0.3)},  # faint: only there to carry the hover
                 customdata=hover_data,
                 hovertemplate=(
                     f"head {head}<br>%{{customdata[0]}} (%{{customdata[3]}}) → %{{customdata[1]}} "
