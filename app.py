@@ -119,8 +119,10 @@ def remember(key: str, options: list[Any], default: Any) -> None:
 
 
 def use_example() -> None:
+    """Copy the picked example into the sentence box and clear the picker, which acts as a menu."""
     if st.session_state.example:
         st.session_state.sentence = st.session_state.example
+        st.session_state.example = None
 
 
 def prefill_target() -> None:

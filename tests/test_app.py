@@ -11,6 +11,7 @@ import torch
 from streamlit.testing.v1 import AppTest
 
 from model import load_checkpoint
+from model.translator import Translator
 from viz.tokens import display_labels
 
 REPO = Path(__file__).resolve().parents[1]
@@ -107,6 +108,7 @@ def test_example_picker_fills_the_sentence(app):
     app.selectbox(key="example").set_value(example).run()
     assert_ok(app)
     assert app.text_area(key="sentence").value == example
+    assert app.selectbox(key="example").value is None  # ready to pick again
 
 
 def step_heading(app: AppTest) -> str:
@@ -221,6 +223,25 @@ def test_teacher_forcing_shows_the_typed_target(app):
     assert any(markdown.value == "**Translation** (teacher forcing)" for markdown in app.markdown)
     probabilities = chart_titled(app, "Probability of each output token")
     assert probabilities["layout"]["xaxis"]["ticktext"][-1] == display_labels(["</s>"])[0]
+
+
+def test_stepping_and_switching_views_never_run_the_model_again(app, monkeypatch):
+    runs = []
+    original = Translator.trace
+
+    def counting_trace(self, *args, **kwargs):
+        runs.append(args)
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(Translator, "trace", counting_trace)
+    app.button(key="step_next").click().run()
+    app.segmented_control(key="view").set_value("cross").run()
+    app.segmented_control(key="display").set_value("grid").run()
+    app.toggle(key="merge_words").set_value(True).run()
+    assert_ok(app)
+    assert runs == []
+    app.text_area(key="sentence").input("a cat sits on the red ball in the water.").run()
+    assert runs == [("a cat sits on the red ball in the water.",)]
 
 
 def test_trace_downloads(app):
