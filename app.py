@@ -209,7 +209,7 @@ def source_section(card: dict[str, Any]) -> tuple[str, str | None]:
         on_change=prefill_target,
     )
     target = st.text_input("Target sentence (the model reads these tokens)", key="target") if forced else None
-    return text, (target or None) if forced else None
+    return text, target or None
 
 
 def results_section(trace: Trace, file_stem: str) -> None:
@@ -233,12 +233,13 @@ def results_section(trace: Trace, file_stem: str) -> None:
         viz.token_probabilities(trace.predicted_pieces, trace.step_probs, title="Probability of each output token"),
         f"{file_stem}-probabilities",
     )
+    # The files are written only when a button is clicked (deferred data), not on every rerun.
     left, right = st.columns(2)
     left.download_button(
-        "Download trace (JSON)", trace.to_json(), f"{file_stem}.json", "application/json", on_click="ignore"
+        "Download trace (JSON)", trace.to_json, f"{file_stem}.json", "application/json", on_click="ignore"
     )
     right.download_button(
-        "Download trace (NPZ)", trace.to_npz_bytes(), f"{file_stem}.npz", "application/octet-stream", on_click="ignore"
+        "Download trace (NPZ)", trace.to_npz_bytes, f"{file_stem}.npz", "application/octet-stream", on_click="ignore"
     )
 
 

@@ -15,6 +15,7 @@ import pytest
 from browser_utils import REPO, chromium, missing_browser, streamlit_server
 
 from model import load_checkpoint
+from model.trace import Trace
 from viz.tokens import display_labels
 
 pytestmark = pytest.mark.browser
@@ -137,6 +138,20 @@ def test_translates_redraws_and_steps(server, driver, translator):
         "the step's decoder self-attention was not redrawn",
     )
     driver.save_screenshot(str(OUTPUT / "browser-after-step.png"))
+    assert console_errors(driver) == []
+
+
+def test_trace_downloads_as_json(server, driver, translator, tmp_path):
+    driver.execute_cdp_cmd("Browser.setDownloadBehavior", {"behavior": "allow", "downloadPath": str(tmp_path)})
+    load_page(driver, server)
+    click_button(driver, "Download trace (JSON)")
+    saved = tmp_path / "tiny-en-de.json"
+    wait_until(driver, lambda d: saved.exists() and saved.stat().st_size > 0, "the JSON file never arrived")
+    downloaded = Trace.from_json(saved.read_text(encoding="utf-8"))
+    expected = translator.trace(driver_sentence(driver), beam_size=1)
+    assert downloaded.translation == expected.translation
+    assert downloaded.source_pieces == expected.source_pieces
+    assert downloaded.attention.keys() == expected.attention.keys()
     assert console_errors(driver) == []
 
 
