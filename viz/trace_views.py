@@ -47,6 +47,7 @@ class DecodingStep:
 
 
 def decoding_step(trace: Trace, step: int, layer: int) -> DecodingStep:
+    """What the decoder read, predicted and attended to at ``step`` (0 = the step after <s>) in ``layer``."""
     if not 0 <= step < trace.n_steps:
         raise ValueError(f"step must be in 0..{trace.n_steps - 1}, not {step}")
     top_ids = [int(i) for i in trace.topk_ids[step]]
