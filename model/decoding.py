@@ -28,6 +28,14 @@ def default_max_len(model: Transformer, source_length: int, prefix_length: int =
     return max(1, min(model.config.max_len - 1 - prefix_length, int(1.5 * source_length) + 10))
 
 
+def row_limits(model: Transformer, src_ids: torch.Tensor, prefix_length: int, max_len: int | None) -> list[int]:
+    """Generated-token limit of each sentence, from its own length (never from its batch neighbours)."""
+    if max_len:
+        return [max_len] * src_ids.size(0)
+    lengths = (src_ids != model.config.pad_id).sum(dim=1).tolist()
+    return [default_max_len(model, length, prefix_length) for length in lengths]
+
+
 def length_penalty(length: int, alpha: float) -> float:
     """GNMT length penalty ((5 + length) / 6) ** alpha; alpha = 0 ranks by raw log-probability."""
     return ((5.0 + length) / 6.0) ** alpha
@@ -59,18 +67,18 @@ def greedy_decode(
     """src_ids (B, S) -> per sentence the generated ids (prefix included, EOS last when reached)."""
     config = model.config
     batch = src_ids.size(0)
-    max_len = max_len or default_max_len(model, src_ids.size(1), len(prefix or []))
+    limits = torch.tensor(row_limits(model, src_ids, len(prefix or []), max_len), device=src_ids.device)
     memory, src_allowed = model.encode(src_ids)
     cache = model.new_cache()
     tokens = _start_tokens(model, batch, prefix, src_ids.device)
     finished = torch.zeros(batch, dtype=torch.bool, device=src_ids.device)
     step_input = tokens
-    for _ in range(max_len):
+    for step in range(int(limits.max())):
         logits = model.decode(step_input, memory, src_allowed, cache=cache, start=tokens.size(1) - step_input.size(1))
         next_token = next_token_log_probs(model, logits[:, -1]).argmax(dim=-1)  # (B,)
         next_token = next_token.masked_fill(finished, config.pad_id)
         tokens = torch.cat([tokens, next_token[:, None]], dim=1)
-        finished |= next_token == config.eos_id
+        finished |= (next_token == config.eos_id) | (limits <= step + 1)
         if bool(finished.all()):
             break
         step_input = next_token[:, None]
@@ -109,9 +117,9 @@ def beam_search(
     if beam_size < 1:
         raise ValueError("beam_size must be at least 1")
     config = model.config
-    batch, source_length = src_ids.shape
+    batch = src_ids.size(0)
     prefix = list(prefix or [])
-    max_len = max_len or default_max_len(model, source_length, len(prefix))
+    limits = row_limits(model, src_ids, len(prefix), max_len)
     beams = beam_size
     memory, src_allowed = model.encode(src_ids)
     memory = memory.repeat_interleave(beams, dim=0)  # (B*K, S, d)
@@ -123,9 +131,9 @@ def beam_search(
     scores[:, 0] = 0.0  # all beams start identical: keep one alive
     finished: list[list[Hypothesis]] = [[] for _ in range(batch)]
     done = [False] * batch
-    longest_penalty = length_penalty(len(prefix) + max_len, alpha)
+    longest_penalty = [length_penalty(len(prefix) + limit, alpha) for limit in limits]
     step_input = tokens
-    for _ in range(max_len):
+    for step in range(max(limits)):
         logits = model.decode(step_input, memory, src_allowed, cache=cache, start=tokens.size(1) - step_input.size(1))
         log_probs = next_token_log_probs(model, logits[:, -1])  # (B*K, V)
         vocab = log_probs.size(-1)
@@ -140,7 +148,7 @@ def beam_search(
             if done[b]:
                 continue
             kept = 0
-            for rank, (score, index) in enumerate(zip(top_scores[b], top_index[b])):
+            for rank, (score, index) in enumerate(zip(top_scores[b], top_index[b], strict=True)):
                 if score == float("-inf") or kept == beams:
                     break
                 origin, token = b * beams + index // vocab, index % vocab
@@ -153,29 +161,23 @@ def beam_search(
                 origins[b * beams + kept] = origin
                 next_tokens[b * beams + kept] = token
                 kept += 1
+            if step + 1 == limits[b]:  # this sentence's limit: live beams end here without EOS
+                for k in range(kept):
+                    sequence = tokens[origins[b * beams + k], 1:].tolist() + [int(next_tokens[b * beams + k])]
+                    score = float(new_scores[b, k])
+                    finished[b].append(Hypothesis(sequence, score / length_penalty(generated, alpha), score))
+                done[b] = True
             finished[b].sort(key=lambda h: h.score, reverse=True)
             del finished[b][beams:]
-            if len(finished[b]) == beams:
+            if len(finished[b]) == beams and not done[b]:
                 best_alive = float(new_scores[b].max())
-                done[b] = best_alive == float("-inf") or best_alive / longest_penalty <= finished[b][-1].score
+                done[b] = best_alive == float("-inf") or best_alive / longest_penalty[b] <= finished[b][-1].score
         if all(done):
             break
         tokens = torch.cat([tokens.index_select(0, origins), next_tokens[:, None]], dim=1)
         _reorder_cache(cache, origins)
         scores = new_scores
         step_input = next_tokens[:, None]
-    else:  # max_len reached: live beams end here without EOS
-        generated = tokens.size(1) - 1
-        for b in range(batch):
-            if done[b]:
-                continue
-            for k in range(beams):
-                score = float(scores[b, k])
-                if score > float("-inf"):
-                    sequence = tokens[b * beams + k, 1:].tolist()
-                    finished[b].append(Hypothesis(sequence, score / length_penalty(generated, alpha), score))
-            finished[b].sort(key=lambda h: h.score, reverse=True)
-            del finished[b][beams:]
     return finished
 
 

@@ -272,6 +272,7 @@ def train(args: argparse.Namespace) -> Path:
         raise SystemExit(f"{out} already holds a run; pass --resume to continue it or choose another --out")
     if args.resume:  # the saved arguments define the run; only run-control options may change
         saved = json.loads((out / "args.json").read_text())
+        saved.setdefault("command", args.command)
         for key in ("epochs", "max_minutes", "quiet", "device", "threads", "patience"):
             saved[key] = getattr(args, key)
         saved["resume"] = True
@@ -428,7 +429,7 @@ def write_final(out, model, tokenizer, config, card_base, extra, valid_examples,
         "valid_bleu_greedy": greedy_bleu(translator, bleu_pairs),
         "best_single_epoch": {"epoch": extra["best_epoch"], "valid_bleu_greedy": extra["best_bleu"]},
         "stopped": extra.get("stopped", ""),
-        "train_command": "python -m model.train " + " ".join(shlex.quote(a) for a in sys.argv[1:]),
+        "train_command": args.command,
         "hardware": f"{platform.processor() or platform.machine()}, {torch.get_num_threads()} threads"
         + (f", {torch.cuda.get_device_name(run.device)}" if run.device.type == "cuda" else ""),
         "wall_time_s": round(elapsed, 1),
@@ -441,7 +442,10 @@ def write_final(out, model, tokenizer, config, card_base, extra, valid_examples,
 
 
 def main(argv: list[str] | None = None) -> None:
-    train(build_parser().parse_args(argv))
+    argv = sys.argv[1:] if argv is None else argv
+    args = build_parser().parse_args(argv)
+    args.command = "python -m model.train " + " ".join(shlex.quote(a) for a in argv)  # the run's first command
+    train(args)
 
 
 if __name__ == "__main__":

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import copy
+import logging
+import threading
 import unicodedata
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import torch
@@ -13,6 +17,9 @@ from model.decoding import beam_search, default_max_len, forced_pass, greedy_dec
 from model.tokenizer import Tokenizer
 from model.trace import Trace
 from model.transformer import Transformer
+
+Result = TypeVar("Result")
+OOM_NOTICE = "The GPU ran out of memory, so this request ran on the CPU instead (slower, same result)."
 
 
 def clean_text(text: str) -> str:
@@ -38,6 +45,8 @@ class Translator:
     name: str = ""
     card: dict[str, Any] = field(default_factory=dict)
     notices: list[str] = field(default_factory=list)  # e.g. "CUDA requested but not available: using CPU"
+    _cpu_lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+    _cpu_copy: Transformer | None = field(default=None, repr=False, compare=False)
 
     @property
     def config(self):
@@ -51,15 +60,42 @@ class Translator:
     def target_ids(self, text: str, room: int) -> list[int]:
         return self.tokenizer.encode(clean_text(text), "target")[:room]
 
-    def _generate(self, sources: list[list[int]], beam_size: int, max_len: int | None, prefix: list[int] | None):
+    def _run(self, work: Callable[[Transformer, torch.device], Result]) -> tuple[Result, str | None]:
+        """Run work on the model's device; on a GPU out-of-memory error, retry on a CPU copy and say so."""
+        try:
+            return work(self.model, self.device), None
+        except torch.OutOfMemoryError:
+            if self.device.type == "cpu":
+                raise
+            if torch.cuda.is_available():
+                torch.cuda.empty_cache()
+            logging.getLogger(__name__).warning(OOM_NOTICE)
+            return work(self._cpu_model(), torch.device("cpu")), OOM_NOTICE
+
+    def _cpu_model(self) -> Transformer:
+        """A CPU copy made once, on the first GPU out-of-memory error, and shared from then on."""
+        with self._cpu_lock:
+            if self._cpu_copy is None:
+                self._cpu_copy = copy.deepcopy(self.model).to("cpu")
+            return self._cpu_copy
+
+    def _generate(
+        self,
+        model: Transformer,
+        device: torch.device,
+        sources: list[list[int]],
+        beam_size: int,
+        max_len: int | None,
+        prefix: list[int] | None,
+    ) -> list[list[int]]:
         width = max(len(ids) for ids in sources)
         src = torch.full((len(sources), width), self.config.pad_id, dtype=torch.long)
         for row, ids in enumerate(sources):
             src[row, : len(ids)] = torch.tensor(ids)
-        src = src.to(self.device)
+        src = src.to(device)
         if beam_size <= 1:
-            return greedy_decode(self.model, src, max_len=max_len, prefix=prefix)
-        return [hyps[0].tokens for hyps in beam_search(self.model, src, beam_size, max_len=max_len, prefix=prefix)]
+            return greedy_decode(model, src, max_len=max_len, prefix=prefix)
+        return [hyps[0].tokens for hyps in beam_search(model, src, beam_size, max_len=max_len, prefix=prefix)]
 
     def translate(self, text: str, beam_size: int = 5, max_len: int | None = None) -> str:
         return self.translate_batch([text], beam_size=beam_size, max_len=max_len)[0]
@@ -73,8 +109,9 @@ class Translator:
         results: list[str] = [""] * len(texts)
         for start in range(0, len(order), batch_size):
             chunk = order[start : start + batch_size]
-            outputs = self._generate([sources[i] for i in chunk], beam_size, max_len, None)
-            for index, ids in zip(chunk, outputs):
+            chunk_sources = [sources[i] for i in chunk]
+            outputs, _ = self._run(lambda m, d: self._generate(m, d, chunk_sources, beam_size, max_len, None))
+            for index, ids in zip(chunk, outputs, strict=True):
                 results[index] = self.tokenizer.decode(ids, "target")
         return results
 
@@ -91,6 +128,22 @@ class Translator:
 
         ``prefix``: force the first output tokens and let the model continue from there.
         """
+        trace, notice = self._run(lambda m, d: self._trace_on(m, d, text, beam_size, max_len, top_k, target, prefix))
+        if notice:
+            trace.settings["notice"] = notice
+        return trace
+
+    def _trace_on(
+        self,
+        model: Transformer,
+        device: torch.device,
+        text: str,
+        beam_size: int,
+        max_len: int | None,
+        top_k: int,
+        target: str | None,
+        prefix: str | None,
+    ) -> Trace:
         config = self.config
         source = self.source_ids(text)
         room = config.max_len - 2  # BOS and EOS
@@ -100,11 +153,14 @@ class Translator:
         else:
             prefix_ids = self.target_ids(prefix, room) if prefix else []
             mode = "greedy" if beam_size <= 1 else "beam"
-            limit = max_len or default_max_len(self.model, len(source.ids), len(prefix_ids))
+            limit = max_len or default_max_len(model, len(source.ids), len(prefix_ids))
             limit = min(limit, config.max_len - 1 - len(prefix_ids))
-            output = self._generate([source.ids], beam_size, limit, prefix_ids)[0] if limit > 0 else prefix_ids
+            if limit > 0:
+                output = self._generate(model, device, [source.ids], beam_size, limit, prefix_ids)[0]
+            else:
+                output = prefix_ids
         target_ids = [config.bos_id] + output
-        result = forced_pass(self.model, source.ids, target_ids)
+        result = forced_pass(model, source.ids, target_ids)
         k = min(top_k, result.probs.size(-1))
         top = result.probs.topk(k, dim=-1)
         chosen = torch.tensor(target_ids[1:])

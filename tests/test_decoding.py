@@ -163,3 +163,11 @@ def test_threads_sharing_one_model_get_exactly_their_serial_results(tiny_checkpo
     assert len(threads) >= 16 and not failures
     assert not translator.model.training
     assert not any(p.requires_grad for p in translator.model.parameters())
+
+
+def test_batched_translation_equals_one_by_one(tiny_checkpoint):
+    """A sentence's output (and its length limit) never depends on the sentences batched with it."""
+    translator = load_checkpoint(tiny_checkpoint, device="cpu")
+    texts = ["a dog.", "two young girls play with a ball in the park near the water.", "the man sits."]
+    for beam in (1, 3):
+        assert translator.translate_batch(texts, beam_size=beam) == [translator.translate(t, beam_size=beam) for t in texts]
