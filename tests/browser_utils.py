@@ -1,13 +1,13 @@
 """Helpers for the browser tests: a `streamlit run` server on a free port and Debian's headless Chromium.
 
-Also usable by hand, e.g. to take the README screenshot::
+Run as a script to take the README screenshot of the shipped default checkpoint::
 
-    with streamlit_server(Path("checkpoints")) as url, chromium(tmp_dir) as driver:
-        driver.get(url)
+    .venv/bin/python tests/browser_utils.py --checkpoints checkpoints --out docs/screenshot.png
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import shutil
 import socket
@@ -117,3 +117,34 @@ def chromium(user_data_dir: Path, width: int = 1400, height: int = 2200) -> Iter
     finally:
         driver.quit()
         shutil.rmtree(user_data_dir, ignore_errors=True)
+
+
+def take_screenshot(checkpoints: Path, out: Path, query: str, width: int, height: int) -> None:
+    """Open the app at ``query`` (URL parameters), wait until its charts are drawn, save a PNG of the window."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    with streamlit_server(checkpoints) as url, chromium(Path(tempfile.mkdtemp()), width, height) as driver:
+        driver.get(f"{url}/?{query}")
+        WebDriverWait(driver, SERVER_START_LIMIT_S).until(
+            lambda d: len(d.find_elements(By.CSS_SELECTOR, ".js-plotly-plot .main-svg")) >= 5
+        )
+        time.sleep(2)  # let plotly finish its transitions before the picture
+        out.parent.mkdir(parents=True, exist_ok=True)
+        driver.save_screenshot(str(out))
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description="Screenshot of the attention explorer in headless Chromium.")
+    parser.add_argument("--checkpoints", type=Path, default=REPO / "checkpoints", help="folder of checkpoint folders")
+    parser.add_argument("--out", type=Path, default=REPO / "docs" / "screenshot.png", help="PNG to write")
+    parser.add_argument(
+        "--query",
+        default="step=3&view=Cross-attention&layer=layer+3&head=head+1",
+        help="URL parameters that pick the state shown (widgets bound to the URL: sentence, checkpoint, device, "
+        "step, view, layer, head; values as the page shows them)",
+    )
+    parser.add_argument("--width", type=int, default=1400, help="window width in pixels")
+    parser.add_argument("--height", type=int, default=1500, help="window height in pixels")
+    arguments = parser.parse_args()
+    take_screenshot(arguments.checkpoints, arguments.out, arguments.query, arguments.width, arguments.height)
