@@ -114,7 +114,21 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--json", metavar="OUT", help="also write the scores as JSON to this file")
     parser.add_argument("--hyp-out", metavar="FILE", help="write the translations, one a line, to this file")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    parser.add_argument(
+        "--card-split",
+        metavar="NAME",
+        help="record the scores in the checkpoint's card.json under scores.NAME (e.g. test_2016_flickr)",
+    )
     return parser
+
+
+def record_on_card(checkpoint: str | Path, split: str, result: dict[str, Any]) -> None:
+    """Write one split's scores into card.json, keeping everything else on the card."""
+    path = Path(checkpoint) / "card.json"
+    card = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+    keep = ("bleu", "bleu_lowercase", "chrf", "beam_size", "sentences", "signatures", "src", "ref", "device")
+    card.setdefault("scores", {})[split] = {key: result[key] for key in keep if key in result}
+    path.write_text(json.dumps(card, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
 def format_table(result: dict[str, Any]) -> str:
@@ -162,6 +176,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     }
     if args.hyp_out:
         Path(args.hyp_out).write_text("".join(h + "\n" for h in hypotheses), encoding="utf-8")
+    if args.card_split:
+        record_on_card(args.checkpoint, args.card_split, result)
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     print(format_table(result))
