@@ -54,7 +54,9 @@ def load_state_dict(path: Path) -> dict[str, torch.Tensor]:
     return state
 
 
-def convert(weights: Path, config_path: Path, tokenizer_dir: Path, out: Path, half: bool = False, name: str = "") -> Path:
+def convert(
+    weights: Path, config_path: Path, tokenizer_dir: Path, out: Path, half: bool = False, name: str = ""
+) -> Path:
     if out.exists():
         raise CheckpointError(f"{out}: already exists; choose a new folder")
     try:
@@ -86,7 +88,9 @@ def convert(weights: Path, config_path: Path, tokenizer_dir: Path, out: Path, ha
 def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
     try:
-        folder = convert(Path(args.weights), Path(args.config), Path(args.tokenizer_dir), Path(args.out), args.half, args.name)
+        folder = convert(
+            Path(args.weights), Path(args.config), Path(args.tokenizer_dir), Path(args.out), args.half, args.name
+        )
     except (CheckpointError, ValueError, FileNotFoundError) as error:
         print(f"error: {error}", file=sys.stderr)
         raise SystemExit(2) from error

@@ -31,7 +31,7 @@ def read_parallel(src_path: str | Path, tgt_path: str | Path) -> list[tuple[str,
     source, target = read_lines(src_path), read_lines(tgt_path)
     if len(source) != len(target):
         raise ValueError(f"{src_path} has {len(source)} lines but {tgt_path} has {len(target)}")
-    return list(zip(source, target))
+    return list(zip(source, target, strict=True))
 
 
 @dataclass

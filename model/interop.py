@@ -63,7 +63,9 @@ class Seq2SeqTransformer(nn.Module):
         self.generator = nn.Linear(config.d_model, config.tgt_vocab_size, bias=config.output_bias)
         self.src_tok_emb = TutorialTokenEmbedding(config.src_vocab_size, config.d_model)
         self.tgt_tok_emb = (
-            self.src_tok_emb if config.share_embeddings else TutorialTokenEmbedding(config.tgt_vocab_size, config.d_model)
+            self.src_tok_emb
+            if config.share_embeddings
+            else TutorialTokenEmbedding(config.tgt_vocab_size, config.d_model)
         )
         if config.tie_output:
             self.generator.weight = self.tgt_tok_emb.embedding.weight

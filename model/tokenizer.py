@@ -77,7 +77,9 @@ class Tokenizer:
     def decode(self, ids: Iterable[int], side: str = "target") -> str:
         """Text of ids; special tokens (pad, bos, eos) are dropped."""
         processor = self.processor(side)
-        return processor.decode([i for i in ids if i not in (PAD_ID, BOS_ID, EOS_ID) and i < processor.get_piece_size()])
+        return processor.decode(
+            [i for i in ids if i not in (PAD_ID, BOS_ID, EOS_ID) and i < processor.get_piece_size()]
+        )
 
     def pieces(self, ids: Iterable[int], side: str = "source") -> list[str]:
         """Piece strings of ids; special tokens appear as <pad>, <s>, </s>, <unk>."""

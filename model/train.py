@@ -32,8 +32,8 @@ from model.checkpoint import save_checkpoint
 from model.config import TransformerConfig
 from model.data import Example, collate, read_parallel, split_file, token_batches
 from model.tokenizer import Tokenizer, train_sentencepiece
-from model.translator import Translator
 from model.transformer import Transformer
+from model.translator import Translator
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -53,9 +53,15 @@ def build_parser() -> argparse.ArgumentParser:
     data.add_argument("--valid-src", help="explicit validation source file (instead of --data)")
     data.add_argument("--valid-tgt", help="explicit validation target file (instead of --data)")
     tok = parser.add_argument_group("tokenizer")
-    tok.add_argument("--vocab-size", type=int, default=8000, help="SentencePiece vocabulary size (per side if --separate-vocab)")
-    tok.add_argument("--separate-vocab", action="store_true", help="train one tokenizer per language instead of a joint one")
-    tok.add_argument("--tokenizer-type", default="bpe", choices=["bpe", "unigram", "char", "word"], help="SentencePiece model type")
+    tok.add_argument(
+        "--vocab-size", type=int, default=8000, help="SentencePiece vocabulary size (per side if --separate-vocab)"
+    )
+    tok.add_argument(
+        "--separate-vocab", action="store_true", help="train one tokenizer per language instead of a joint one"
+    )
+    tok.add_argument(
+        "--tokenizer-type", default="bpe", choices=["bpe", "unigram", "char", "word"], help="SentencePiece model type"
+    )
     arch = parser.add_argument_group("model")
     arch.add_argument("--layers", type=int, default=4, help="encoder layers and decoder layers (each)")
     arch.add_argument("--decoder-layers", type=int, help="decoder layers when different from --layers")
@@ -70,25 +76,37 @@ def build_parser() -> argparse.ArgumentParser:
     arch.add_argument("--no-tie", action="store_true", help="do not tie embeddings and output weights")
     opt = parser.add_argument_group("optimisation")
     opt.add_argument("--epochs", type=int, default=100, help="maximum number of epochs")
-    opt.add_argument("--max-tokens", type=int, default=4096, help="padded tokens per batch (per side, summed over processes)")
+    opt.add_argument(
+        "--max-tokens", type=int, default=4096, help="padded tokens per batch (per side, summed over processes)"
+    )
     opt.add_argument("--lr", type=float, default=2e-3, help="peak learning rate, reached after --warmup steps")
     opt.add_argument("--warmup", type=int, default=1000, help="linear warmup steps before inverse-square-root decay")
     opt.add_argument("--label-smoothing", type=float, default=0.1, help="label smoothing of the cross-entropy")
     opt.add_argument("--clip-norm", type=float, default=1.0, help="gradient clipping max norm (0 disables)")
     opt.add_argument("--weight-decay", type=float, default=0.0, help="AdamW weight decay")
     opt.add_argument("--seed", type=int, default=1, help="random seed (data order, initialisation, dropout)")
-    opt.add_argument("--patience", type=int, default=10, help="stop after this many epochs without a better validation BLEU")
-    opt.add_argument("--keep-last", type=int, default=10, help="epoch checkpoints kept and averaged into the final model")
-    opt.add_argument("--max-minutes", type=float, help="stop cleanly (state saved, averaged model written) after this long")
+    opt.add_argument(
+        "--patience", type=int, default=10, help="stop after this many epochs without a better validation BLEU"
+    )
+    opt.add_argument(
+        "--keep-last", type=int, default=10, help="epoch checkpoints kept and averaged into the final model"
+    )
+    opt.add_argument(
+        "--max-minutes", type=float, help="stop cleanly (state saved, averaged model written) after this long"
+    )
     opt.add_argument("--save-every", type=int, default=200, help="save resumable state every this many steps")
-    opt.add_argument("--valid-bleu-limit", type=int, default=0, help="sentences used for the per-epoch greedy BLEU (0: all)")
+    opt.add_argument(
+        "--valid-bleu-limit", type=int, default=0, help="sentences used for the per-epoch greedy BLEU (0: all)"
+    )
     run = parser.add_argument_group("run")
     run.add_argument("--out", required=True, help="run folder: state, metrics.jsonl, epochs/, snapshots/, final/")
     run.add_argument("--resume", action="store_true", help="continue the run in --out from its last saved state")
     run.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
     run.add_argument("--threads", type=int, help="CPU threads for PyTorch (default: PyTorch's choice)")
     run.add_argument("--no-amp", action="store_true", help="disable bf16 mixed precision on CUDA")
-    run.add_argument("--snapshot-steps", default="0,200", help="steps at which to save shippable fp16 snapshots (0 = untrained)")
+    run.add_argument(
+        "--snapshot-steps", default="0,200", help="steps at which to save shippable fp16 snapshots (0 = untrained)"
+    )
     run.add_argument("--quiet", action="store_true", help="no progress bar")
     return parser
 
@@ -136,7 +154,9 @@ def load_corpus(args: argparse.Namespace) -> tuple[list[tuple[str, str]], list[t
         paths = {k: getattr(args, k) for k in ("train_src", "train_tgt", "valid_src", "valid_tgt")}
         missing = [k for k, v in paths.items() if not v]
         if missing:
-            raise SystemExit(f"give --data or all of --train-src --train-tgt --valid-src --valid-tgt (missing {missing})")
+            raise SystemExit(
+                f"give --data or all of --train-src --train-tgt --valid-src --valid-tgt (missing {missing})"
+            )
     train = read_parallel(paths["train_src"], paths["train_tgt"])
     valid = read_parallel(paths["valid_src"], paths["valid_tgt"])
     return train, valid, {k: str(v) for k, v in paths.items()}
@@ -152,7 +172,9 @@ def get_tokenizer(args: argparse.Namespace, out: Path, train: list[tuple[str, st
                 train_sentencepiece(targets, args.vocab_size, args.tokenizer_type),
             )
         else:
-            tokenizer = Tokenizer.from_model_bytes(train_sentencepiece(sources + targets, args.vocab_size, args.tokenizer_type))
+            tokenizer = Tokenizer.from_model_bytes(
+                train_sentencepiece(sources + targets, args.vocab_size, args.tokenizer_type)
+            )
         tokenizer.save(out)
     run.barrier()
     return Tokenizer.load(out)
@@ -218,13 +240,19 @@ def average_weights(paths: list[Path]) -> dict[str, torch.Tensor]:
 
 
 @torch.inference_mode()
-def validation_loss(model: Transformer, examples: list[Example], config: TransformerConfig, device: torch.device) -> float:
+def validation_loss(
+    model: Transformer, examples: list[Example], config: TransformerConfig, device: torch.device
+) -> float:
     total, tokens = 0.0, 0
     for batch in token_batches(examples, 8000, seed=0):
         src, tgt = collate([examples[i] for i in batch], config.pad_id)
         src, tgt = src.to(device), tgt.to(device)
         logits = model(src, tgt[:, :-1])
-        total += float(F.cross_entropy(logits.flatten(0, 1).float(), tgt[:, 1:].flatten(), ignore_index=config.pad_id, reduction="sum"))
+        total += float(
+            F.cross_entropy(
+                logits.flatten(0, 1).float(), tgt[:, 1:].flatten(), ignore_index=config.pad_id, reduction="sum"
+            )
+        )
         tokens += int((tgt[:, 1:] != config.pad_id).sum())
     return total / max(tokens, 1)
 
@@ -290,7 +318,9 @@ def train(args: argparse.Namespace) -> Path:
     bleu_pairs = valid_pairs[: args.valid_bleu_limit] if args.valid_bleu_limit else valid_pairs
 
     model = Transformer(config).to(run.device)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.98), eps=1e-9, weight_decay=args.weight_decay)
+    optimizer = torch.optim.AdamW(
+        model.parameters(), lr=args.lr, betas=(0.9, 0.98), eps=1e-9, weight_decay=args.weight_decay
+    )
     step, start_epoch, skip_batches = 0, 1, 0
     extra = {"best_bleu": -1.0, "best_epoch": 0, "elapsed": 0.0, "stopped": ""}
     if args.resume:
@@ -306,7 +336,9 @@ def train(args: argparse.Namespace) -> Path:
             print(f"resuming at epoch {start_epoch}, batch {skip_batches}, step {step}", file=sys.stderr)
     trained = model
     if run.world > 1:
-        trained = torch.nn.parallel.DistributedDataParallel(model, device_ids=[run.device.index] if run.device.type == "cuda" else None)
+        trained = torch.nn.parallel.DistributedDataParallel(
+            model, device_ids=[run.device.index] if run.device.type == "cuda" else None
+        )
     use_amp = run.device.type == "cuda" and not args.no_amp
     snapshot_steps = sorted({int(s) for s in args.snapshot_steps.split(",") if s.strip()})
     translator = Translator(model, tokenizer, run.device)
@@ -315,7 +347,9 @@ def train(args: argparse.Namespace) -> Path:
     def snapshot(name: str) -> None:
         if run.main and not (out / "snapshots" / name).exists():
             model.eval()
-            save_checkpoint(out / "snapshots" / name, model, tokenizer, {**card_base, "snapshot": name, "step": step}, half=True)
+            save_checkpoint(
+                out / "snapshots" / name, model, tokenizer, {**card_base, "snapshot": name, "step": step}, half=True
+            )
             model.train()
 
     session_start = time.time() - extra["elapsed"]
@@ -326,7 +360,9 @@ def train(args: argparse.Namespace) -> Path:
     for epoch in range(start_epoch, args.epochs + 1):
         model.train()
         batches = token_batches(train_examples, args.max_tokens, seed=args.seed * 1000 + epoch)
-        progress = tqdm(batches, desc=f"epoch {epoch}", disable=args.quiet or not run.main, initial=skip_batches, total=len(batches))
+        progress = tqdm(
+            batches, desc=f"epoch {epoch}", disable=args.quiet or not run.main, initial=skip_batches, total=len(batches)
+        )
         epoch_loss, epoch_tokens, epoch_start, seen_tokens = 0.0, 0, time.time(), 0
         if skip_batches:  # resuming inside this epoch: its loss totals continue from the saved state
             epoch_loss, epoch_tokens = extra.get("epoch_loss", 0.0), extra.get("epoch_tokens", 0)
@@ -347,10 +383,16 @@ def train(args: argparse.Namespace) -> Path:
                 group["lr"] = args.lr * inverse_sqrt(step + 1, args.warmup)
             with torch.autocast("cuda", dtype=torch.bfloat16, enabled=use_amp):
                 logits = trained(src, tgt[:, :-1])
-            loss_sum = F.cross_entropy(
-                logits.flatten(0, 1).float(), target.flatten(), ignore_index=config.pad_id,
-                label_smoothing=args.label_smoothing, reduction="sum",
-            ) * weight
+            loss_sum = (
+                F.cross_entropy(
+                    logits.flatten(0, 1).float(),
+                    target.flatten(),
+                    ignore_index=config.pad_id,
+                    label_smoothing=args.label_smoothing,
+                    reduction="sum",
+                )
+                * weight
+            )
             # DDP averages gradients over ranks; scaling by world / global tokens makes that the global token mean.
             (loss_sum * run.world / global_tokens).backward()
             if args.clip_norm:
@@ -362,7 +404,9 @@ def train(args: argparse.Namespace) -> Path:
             epoch_tokens += global_tokens
             seen_tokens += run.all_sum(int(weight * sum(len(e.src) + len(e.tgt) for e in local)))
             progress.update(1)
-            progress.set_postfix(loss=f"{epoch_loss / max(epoch_tokens, 1):.3f}", lr=f"{optimizer.param_groups[0]['lr']:.2e}")
+            progress.set_postfix(
+                loss=f"{epoch_loss / max(epoch_tokens, 1):.3f}", lr=f"{optimizer.param_groups[0]['lr']:.2e}"
+            )
             if step in snapshot_steps:
                 snapshot("untrained" if step == 0 else "early")
             extra.update(epoch_loss=epoch_loss, epoch_tokens=epoch_tokens)
@@ -403,14 +447,28 @@ def train(args: argparse.Namespace) -> Path:
             extra["stopped"] = f"early stop: no better validation BLEU since epoch {int(best_epoch)}"
             break
     if run.main:
-        write_final(out, model, tokenizer, config, card_base, extra, valid_examples, bleu_pairs, run, args, time.time() - session_start)
+        write_final(
+            out,
+            model,
+            tokenizer,
+            config,
+            card_base,
+            extra,
+            valid_examples,
+            bleu_pairs,
+            run,
+            args,
+            time.time() - session_start,
+        )
     run.barrier()
     if run.world > 1:
         dist.destroy_process_group()
     return out / "final"
 
 
-def write_final(out, model, tokenizer, config, card_base, extra, valid_examples, bleu_pairs, run, args, elapsed) -> None:
+def write_final(
+    out, model, tokenizer, config, card_base, extra, valid_examples, bleu_pairs, run, args, elapsed
+) -> None:
     """Average the kept epoch weights into final/ (fp16), with the validation scores on its card."""
     model.eval()
     translator = Translator(model, tokenizer, run.device)

@@ -110,7 +110,9 @@ class Translator:
         for start in range(0, len(order), batch_size):
             chunk = order[start : start + batch_size]
             chunk_sources = [sources[i] for i in chunk]
-            outputs, _ = self._run(lambda m, d: self._generate(m, d, chunk_sources, beam_size, max_len, None))
+            outputs, _ = self._run(
+                lambda m, d, batch=chunk_sources: self._generate(m, d, batch, beam_size, max_len, None)
+            )
             for index, ids in zip(chunk, outputs, strict=True):
                 results[index] = self.tokenizer.decode(ids, "target")
         return results

@@ -39,10 +39,13 @@ def test_half_precision_checkpoint_is_smaller_and_close(tmp_path, toy_tokenizer)
     model = Transformer(small_config(toy_tokenizer.vocab_size("source"))).eval()
     save_checkpoint(tmp_path / "full", model, toy_tokenizer)
     save_checkpoint(tmp_path / "half", model, toy_tokenizer, half=True)
-    full, half = (tmp_path / "full/model.safetensors").stat().st_size, (tmp_path / "half/model.safetensors").stat().st_size
+    full, half = (
+        (tmp_path / "full/model.safetensors").stat().st_size,
+        (tmp_path / "half/model.safetensors").stat().st_size,
+    )
     assert half < 0.6 * full
     loaded = load_checkpoint(tmp_path / "half", device="cpu").model
-    for (name, a), b in zip(model.state_dict().items(), loaded.state_dict().values()):
+    for (name, a), b in zip(model.state_dict().items(), loaded.state_dict().values(), strict=True):
         assert b.dtype == torch.float32 and torch.allclose(a, b, atol=1e-2, rtol=1e-3), name
 
 
@@ -74,7 +77,9 @@ def test_vocabulary_mismatch_names_the_tokenizer(checkpoint_copy):
     config = json.loads((checkpoint_copy / "config.json").read_text())
     config["src_vocab_size"] = config["tgt_vocab_size"] = 90
     (checkpoint_copy / "config.json").write_text(json.dumps(config))
-    with pytest.raises(CheckpointError, match=r"tokenizer\.model: source vocabulary has 80 pieces but config\.json says 90"):
+    with pytest.raises(
+        CheckpointError, match=r"tokenizer\.model: source vocabulary has 80 pieces but config\.json says 90"
+    ):
         load_checkpoint(checkpoint_copy)
 
 

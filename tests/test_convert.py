@@ -29,8 +29,18 @@ def test_our_state_dict_converts_to_identical_outputs(files):
     folder, config = files
     model = Transformer(config).eval()
     torch.save(model.state_dict(), folder / "model.pt")
-    main(["--weights", str(folder / "model.pt"), "--config", str(folder / "config.json"),
-          "--tokenizer-dir", str(folder), "--out", str(folder / "converted")])
+    main(
+        [
+            "--weights",
+            str(folder / "model.pt"),
+            "--config",
+            str(folder / "config.json"),
+            "--tokenizer-dir",
+            str(folder),
+            "--out",
+            str(folder / "converted"),
+        ]
+    )
     loaded = load_checkpoint(folder / "converted", device="cpu").model
     src, tgt = torch.randint(4, 80, (2, 6)), torch.randint(4, 80, (2, 5))
     with torch.inference_mode():

@@ -30,7 +30,9 @@ def test_cached_incremental_decoding_equals_full_prefix(model):
         full = model.decode(tgt, memory, src_allowed)
         cache = model.new_cache()
         first = model.decode(tgt[:, :3], memory, src_allowed, cache=cache)  # a prefix chunk, then single tokens
-        steps = [first] + [model.decode(tgt[:, t : t + 1], memory, src_allowed, cache=cache, start=t) for t in range(3, 9)]
+        steps = [first] + [
+            model.decode(tgt[:, t : t + 1], memory, src_allowed, cache=cache, start=t) for t in range(3, 9)
+        ]
     assert torch.allclose(torch.cat(steps, dim=1), full, atol=1e-5)
     assert cache[0]["self"]["k"].shape == (2, 4, 9, 8)
     assert cache[0]["cross"]["k"].shape == (2, 4, 8, 8)  # computed once from the source
@@ -52,7 +54,8 @@ def exhaustive_best(model: Transformer, src: torch.Tensor, max_len: int, alpha: 
     with torch.inference_mode():
         for length in range(1, max_len + 1):
             sequences = [
-                s for s in itertools.product(allowed, repeat=length)
+                s
+                for s in itertools.product(allowed, repeat=length)
                 if config.eos_id not in s[:-1] and (length == max_len or s[-1] == config.eos_id)
             ]
             tgt = torch.tensor([[config.bos_id, *s] for s in sequences])  # all candidates in one batch
@@ -88,7 +91,10 @@ def test_beam_hypotheses_are_sorted_and_end_in_eos_or_max_len(model):
 def test_prefix_is_kept_and_continued(model):
     src = torch.randint(4, 40, (1, 6))
     prefix = [7, 9, 11]
-    for output in (greedy_decode(model, src, max_len=8, prefix=prefix)[0], beam_search(model, src, 3, 8, prefix=prefix)[0][0].tokens):
+    for output in (
+        greedy_decode(model, src, max_len=8, prefix=prefix)[0],
+        beam_search(model, src, 3, 8, prefix=prefix)[0][0].tokens,
+    ):
         assert output[:3] == prefix and len(output) > 3
 
 
@@ -142,7 +148,9 @@ def test_long_input_is_truncated_with_a_flag(tiny_checkpoint):
 
 def test_threads_sharing_one_model_get_exactly_their_serial_results(tiny_checkpoint):
     translator = load_checkpoint(tiny_checkpoint, device="cpu")
-    sentences = [f"{w} man rides a {c} bike." for w in ("a", "the", "two", "young") for c in ("red", "blue", "green", "old")]
+    sentences = [
+        f"{w} man rides a {c} bike." for w in ("a", "the", "two", "young") for c in ("red", "blue", "green", "old")
+    ]
     serial = {s: translator.trace(s, beam_size=2) for s in sentences}
     failures: list[str] = []
 
@@ -170,4 +178,6 @@ def test_batched_translation_equals_one_by_one(tiny_checkpoint):
     translator = load_checkpoint(tiny_checkpoint, device="cpu")
     texts = ["a dog.", "two young girls play with a ball in the park near the water.", "the man sits."]
     for beam in (1, 3):
-        assert translator.translate_batch(texts, beam_size=beam) == [translator.translate(t, beam_size=beam) for t in texts]
+        assert translator.translate_batch(texts, beam_size=beam) == [
+            translator.translate(t, beam_size=beam) for t in texts
+        ]

@@ -145,8 +145,25 @@ def test_card_split_records_scores_and_keeps_the_card(tiny_checkpoint, tmp_path)
     src, ref = tmp_path / "s.en", tmp_path / "r.de"
     src.write_text("a man rides a bike.\ntwo dogs play.\n", encoding="utf-8")
     ref.write_text("ein mann fährt rad.\nzwei hunde spielen.\n", encoding="utf-8")
-    result = main(["--checkpoint", str(folder), "--src", str(src), "--ref", str(ref), "--beam", "2",
-                   "--device", "cpu", "--max-len", "6", "--quiet", "--card-split", "val"])
+    result = main(
+        [
+            "--checkpoint",
+            str(folder),
+            "--src",
+            str(src),
+            "--ref",
+            str(ref),
+            "--beam",
+            "2",
+            "--device",
+            "cpu",
+            "--max-len",
+            "6",
+            "--quiet",
+            "--card-split",
+            "val",
+        ]
+    )
     card = json.loads((folder / "card.json").read_text())
     assert card["source_language"] == "en"  # the rest of the card survives
     assert card["scores"]["val"]["bleu"] == result["bleu"]

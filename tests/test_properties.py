@@ -34,8 +34,9 @@ OWN_MARKUP = re.compile(r"<i style='color:#888'>|</i>|<br>|</?b>|</?extra>")
 ANY_CHARACTER = st.characters(exclude_categories=())  # includes control characters and lone surrogates
 TEXTS = st.one_of(
     st.text(ANY_CHARACTER, max_size=40),
-    st.lists(st.sampled_from(["a", "man", "<b>", "<script>", "▁", "&amp;", "dog", "ü", "🐕", " ", "\u200b"]), max_size=20)
-    .map(" ".join),
+    st.lists(
+        st.sampled_from(["a", "man", "<b>", "<script>", "▁", "&amp;", "dog", "ü", "🐕", " ", "\u200b"]), max_size=20
+    ).map(" ".join),
 )
 
 
@@ -74,14 +75,22 @@ def test_text_to_trace_to_figures(translator, text, merge_words, show_special):
         np.testing.assert_allclose(stack.sum(-1), 1.0, atol=1e-5)
 
     axes = attention_axes(trace, "cross")
-    figure = attention_heatmap(axes.stack[0, 0], axes.query_pieces, axes.key_pieces,
-                               merge_words=merge_words, show_special=show_special, title=text)
+    figure = attention_heatmap(
+        axes.stack[0, 0],
+        axes.query_pieces,
+        axes.key_pieces,
+        merge_words=merge_words,
+        show_special=show_special,
+        title=text,
+    )
     heatmap = figure.data[0]
     rows, columns = np.asarray(heatmap.z).shape if heatmap.z is not None and len(heatmap.z) else (0, 0)
     assert rows <= len(axes.query_pieces) and columns <= len(axes.key_pieces)
     step = decoding_step(trace, 0, layer=0)
-    for built in (figure, step_attention(step.cross_rows, trace.source_pieces, merge_words=merge_words,
-                                         show_special=show_special)):
+    for built in (
+        figure,
+        step_attention(step.cross_rows, trace.source_pieces, merge_words=merge_words, show_special=show_special),
+    ):
         for value in figure_strings(built):
             leftover = OWN_MARKUP.sub("", value)
             assert "<" not in leftover and ">" not in leftover, f"unescaped markup in figure text: {value!r}"

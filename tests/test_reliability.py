@@ -39,8 +39,12 @@ def test_ten_thousand_characters_are_truncated_with_a_flag(translator):
 
 
 def test_thirty_threads_times_twenty_traces_equal_serial_results(translator):
-    sentences = [f"{a} {b} {c} in the park." for a in ("a", "two", "the") for b in ("man", "dog") for c in
-                 ("runs", "sits", "plays", "walks", "rides")]
+    sentences = [
+        f"{a} {b} {c} in the park."
+        for a in ("a", "two", "the")
+        for b in ("man", "dog")
+        for c in ("runs", "sits", "plays", "walks", "rides")
+    ]
     assert len(sentences) == 30
     serial = {s: translator.trace(s, beam_size=2, max_len=8) for s in sentences}
     errors: list[BaseException] = []
