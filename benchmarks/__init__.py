@@ -1,0 +1,1 @@
+"""Side-by-side measurements of the attention explorer; ``python -m benchmarks.run --help``."""

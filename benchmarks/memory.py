@@ -1,0 +1,188 @@
+"""server_rss_mb: resident memory of a real ``streamlit run app.py`` server while a client edits the sentence.
+
+The client speaks Streamlit's own websocket protocol (what the browser does): it opens a
+session on /_stcore/stream, asks for a run, learns the id of the "Source sentence" text
+area from the page it gets back, and then sends a new sentence as that widget's value for
+each interaction, waiting for ``script_finished`` every time. Each interaction is a new
+trace (greedy, the page's default) plus the default view's figures, exactly as for a
+person typing. The server's RSS is read from /proc after 10 and after the last interaction;
+flat memory means the second is not much larger than the first (the trace cache holds at
+most 256 traces, so some growth up to that is expected and bounded).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from benchmarks.app_benchmarks import CLASSROOM_PIECES, app_checkpoints
+from benchmarks.context import Context
+from benchmarks.records import Check, Record
+from benchmarks.subject import REPO, sentence_with_pieces
+
+START_LIMIT_S = 120
+RUN_LIMIT_S = 120
+
+
+def rss_mb(pid: int) -> float:
+    """Resident set size of a process, from /proc (Linux)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError(f"no VmRSS for process {pid}")
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def wait_for_health(url: str, server: subprocess.Popen, log: Path) -> None:
+    deadline = time.monotonic() + START_LIMIT_S
+    while time.monotonic() < deadline:
+        if server.poll() is not None:
+            raise RuntimeError(f"streamlit exited with code {server.returncode}:\n{log.read_text()[-2000:]}")
+        try:
+            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as response:
+                if response.status == 200:
+                    return
+        except (urllib.error.URLError, ConnectionError, TimeoutError):
+            pass
+        time.sleep(0.5)
+    raise RuntimeError(f"streamlit did not answer /_stcore/health within {START_LIMIT_S} s")
+
+
+class PageClient:
+    """A minimal Streamlit browser: sends reruns over the websocket and reads the page until the run ends."""
+
+    def __init__(self, url: str) -> None:
+        from websockets.sync.client import connect
+
+        self.connection = connect(
+            url.replace("http://", "ws://") + "/_stcore/stream",
+            subprotocols=["streamlit"],
+            max_size=None,
+            open_timeout=30,
+        )
+        self.sentence_widget_id: str | None = None
+        self.translations: set[str] = set()  # the page's "### translation" headings seen: edits took effect
+
+    def rerun(self, query_string: str = "", sentence: str | None = None) -> int:
+        """One script run; returns the bytes received. Raises if the page shows an exception."""
+        from streamlit.proto.BackMsg_pb2 import BackMsg
+        from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+
+        message = BackMsg()
+        message.rerun_script.query_string = query_string
+        if sentence is not None:
+            if self.sentence_widget_id is None:
+                raise RuntimeError("the Source sentence text area was not seen on the page")
+            state = message.rerun_script.widget_states.widgets.add()
+            state.id = self.sentence_widget_id
+            state.string_value = sentence
+        self.connection.send(message.SerializeToString())
+        received = 0
+        deadline = time.monotonic() + RUN_LIMIT_S
+        while True:
+            data = self.connection.recv(timeout=max(1.0, deadline - time.monotonic()))
+            received += len(data)
+            forward = ForwardMsg()
+            forward.ParseFromString(data)
+            kind = forward.WhichOneof("type")
+            if kind == "delta" and forward.delta.WhichOneof("type") == "new_element":
+                element = forward.delta.new_element
+                element_type = element.WhichOneof("type")
+                if element_type == "exception":
+                    raise RuntimeError(f"app.py raised: {element.exception.message}")
+                if element_type == "markdown" and element.markdown.body.startswith("### "):
+                    self.translations.add(element.markdown.body)
+                if element_type == "text_area" and element.text_area.label == "Source sentence":
+                    self.sentence_widget_id = element.text_area.id
+            if kind == "script_finished":
+                if forward.script_finished == ForwardMsg.FINISHED_WITH_COMPILE_ERROR:
+                    raise RuntimeError("app.py failed to compile")
+                if forward.script_finished == ForwardMsg.FINISHED_SUCCESSFULLY:
+                    return received
+
+    def close(self) -> None:
+        self.connection.close()
+
+
+def server_rss_mb(ctx: Context) -> list[Record]:
+    translator = ctx.subject.translator
+    interactions = 100
+    early = 10
+    sentences = [sentence_with_pieces(translator, CLASSROOM_PIECES, seed=3000 + i) for i in range(interactions)]
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    command = [
+        sys.executable, "-m", "streamlit", "run", "app.py",
+        "--server.headless", "true",
+        "--server.port", str(port),
+        "--server.address", "127.0.0.1",
+        "--server.fileWatcherType", "none",
+        "--browser.gatherUsageStats", "false",
+    ]  # fmt: skip
+    samples: dict[str, float] = {}
+    timings: list[float] = []
+    translations = 0
+    with app_checkpoints(ctx.subject.folder), tempfile.TemporaryDirectory(prefix="bench-server-") as logs:
+        log = Path(logs) / "streamlit.log"
+        env = dict(os.environ)
+        if ctx.subject.device.type != "cuda":
+            env["CUDA_VISIBLE_DEVICES"] = ""  # the page's "auto" device then means the CPU, as asked
+        with log.open("w") as output:
+            server = subprocess.Popen(command, cwd=REPO, env=env, stdout=output, stderr=subprocess.STDOUT)
+            try:
+                wait_for_health(url, server, log)
+                samples["idle"] = rss_mb(server.pid)
+                client = PageClient(url)
+                try:
+                    client.rerun()
+                    samples["first_page"] = rss_mb(server.pid)
+                    for index, sentence in enumerate(sentences, start=1):
+                        began = time.perf_counter()
+                        client.rerun(sentence=sentence)
+                        timings.append(time.perf_counter() - began)
+                        if index == early:
+                            samples[f"after_{early}"] = rss_mb(server.pid)
+                    samples[f"after_{interactions}"] = rss_mb(server.pid)
+                finally:
+                    translations = len(client.translations)
+                    client.close()
+            finally:
+                server.terminate()
+                try:
+                    server.wait(timeout=20)
+                except subprocess.TimeoutExpired:
+                    server.kill()
+                    server.wait()
+    value, baseline = samples[f"after_{interactions}"], samples[f"after_{early}"]
+    return [
+        Record(
+            "server_rss_mb",
+            value,
+            "MB",
+            baseline,
+            (Check("value", "<=", 700.0), Check("ratio", "<=", 1.1)),
+            {
+                "case": f"{interactions} sentence edits over the websocket",
+                "baseline_is": f"the same server's RSS after {early} edits (ratio = growth from {early} to "
+                f"{interactions}; flat means close to 1)",
+                "server": "streamlit run app.py --server.headless true (subprocess), driven over /_stcore/stream",
+                "rss_mb": samples,
+                "interaction": f"new {CLASSROOM_PIECES}-piece sentence, greedy (page default), default view",
+                "median_interaction_ms": sorted(timings)[len(timings) // 2] * 1000,
+                "distinct_translations_shown": translations,
+            },
+        )
+    ]

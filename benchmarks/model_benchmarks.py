@@ -1,0 +1,312 @@
+"""Benchmarks of the model itself: forward pass against torch.nn.Transformer, capture, KV cache,
+one decoding step, a full trace, a long input, and training throughput."""
+
+from __future__ import annotations
+
+import copy
+import warnings
+from types import SimpleNamespace
+
+import torch
+import torch.nn.functional as F
+
+from benchmarks.context import Context
+from benchmarks.records import Check, Record
+from benchmarks.subject import sentence_with_pieces
+from benchmarks.timing import alternate
+from model import capture_attention
+from model.decoding import greedy_decode, next_token_log_probs
+from model.interop import export_torch, tutorial_logits
+from model.transformer import Transformer
+
+SOURCE_TOKENS = 30  # "a 30-token sentence": source ids including EOS
+
+
+def tutorial_copy(model: Transformer):
+    """export_torch without nn.Transformer's note that sequence-first layers skip the nested-tensor fast path
+    (that is the point of comparing with the tutorial layout)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="enable_nested_tensor is True")
+        return export_torch(model)
+
+
+def random_ids(model: Transformer, batch: int, length: int, seed: int) -> torch.Tensor:
+    """Token ids that are never special (no padding: every position is real)."""
+    generator = torch.Generator().manual_seed(seed)
+    low = 1 + max(model.config.pad_id, model.config.unk_id, model.config.bos_id, model.config.eos_id)
+    return torch.randint(low, model.config.src_vocab_size, (batch, length), generator=generator)
+
+
+def timing_params(paired, unit_scale: float = 1000.0) -> dict:
+    """Raw samples (in the record's unit) so that a reader can recompute the medians."""
+    return {
+        "value_samples": [t * unit_scale for t in paired.candidate],
+        "baseline_samples": [t * unit_scale for t in paired.baseline],
+        "statistic": "median",
+    }
+
+
+def forward_vs_torch(ctx: Context) -> list[Record]:
+    """Our forward (nothing captured, fused attention) vs the tutorial-layout nn.Transformer, same weights."""
+    model = ctx.subject.model
+    device = ctx.subject.device
+    reference = tutorial_copy(model).eval()
+    records = []
+    for batch, repeats in ((1, ctx.reps(15, 61)), (64, ctx.reps(5, 21))):
+        src = random_ids(model, batch, SOURCE_TOKENS, seed=1).to(device)
+        tgt = random_ids(model, batch, SOURCE_TOKENS, seed=2).to(device)
+        pad = model.config.pad_id
+        with torch.inference_mode():
+            difference = float((model(src, tgt) - tutorial_logits(reference, src, tgt, pad)).abs().max())
+            paired = alternate(
+                lambda src=src, tgt=tgt: model(src, tgt),
+                lambda src=src, tgt=tgt: tutorial_logits(reference, src, tgt, pad),  # noqa: B023 - pad is fixed
+                repeats=repeats,
+                warmup=ctx.reps(2, 5),
+                device=device,
+            )
+        records.append(
+            Record(
+                "forward_vs_torch",
+                paired.candidate_median * 1000,
+                "ms",
+                paired.baseline_median * 1000,
+                (Check("ratio", "<=", 1.0),),
+                {
+                    "case": f"batch {batch} x {SOURCE_TOKENS}",
+                    "batch": batch,
+                    "src_tokens": SOURCE_TOKENS,
+                    "tgt_tokens": SOURCE_TOKENS,
+                    "baseline_is": "model.interop.export_torch: the PyTorch tutorial's Seq2SeqTransformer "
+                    "(sequence-first nn.Transformer, masks from tutorial_logits), eval + inference_mode; "
+                    "sequence-first means nn.Transformer's batch_first fast path is not taken, as for tutorial users",
+                    "max_abs_logit_difference": difference,
+                    "repeats": repeats,
+                    **timing_params(paired),
+                },
+            )
+        )
+    return records
+
+
+def capture_overhead(ctx: Context) -> list[Record]:
+    """A forward pass with every attention and positional encoding captured vs the same pass without."""
+    model = ctx.subject.model
+    device = ctx.subject.device
+    src = random_ids(model, 1, SOURCE_TOKENS, seed=3).to(device)
+    tgt = random_ids(model, 1, SOURCE_TOKENS, seed=4).to(device)
+
+    def captured():
+        with capture_attention(model) as capture:
+            model(src, tgt)
+        return capture
+
+    with torch.inference_mode():
+        modules = len(captured().attention)
+        paired = alternate(captured, lambda: model(src, tgt), ctx.reps(15, 61), ctx.reps(2, 5), device)
+    return [
+        Record(
+            "capture_overhead",
+            paired.candidate_median * 1000,
+            "ms",
+            paired.baseline_median * 1000,
+            (Check("ratio", "<=", 1.3),),
+            {
+                "case": f"batch 1 x {SOURCE_TOKENS}",
+                "baseline_is": "the same forward with nothing captured (fused attention kernel)",
+                "captured_attention_modules": modules,
+                "captured_to": "CPU tensors (Capture.record copies)",
+                **timing_params(paired),
+            },
+        )
+    ]
+
+
+class NeverEnds:
+    """The model as greedy_decode sees it, with an EOS id no token can equal: decoding runs to max_len."""
+
+    def __init__(self, model: Transformer) -> None:
+        self._model = model
+        self.config = SimpleNamespace(**{**model.config.to_dict(), "eos_id": -1})
+
+    def __getattr__(self, name: str):
+        return getattr(self._model, name)
+
+
+@torch.inference_mode()
+def greedy_recompute(model, src_ids: torch.Tensor, steps: int) -> list[list[int]]:
+    """Greedy decoding without a cache: every step runs the decoder over the whole prefix again."""
+    memory, src_allowed = model.encode(src_ids)
+    tokens = torch.full((src_ids.size(0), 1), model.config.bos_id, dtype=torch.long, device=src_ids.device)
+    for _ in range(steps):
+        logits = model.decode(tokens, memory, src_allowed)  # (B, T, V), the full prefix every time
+        next_token = next_token_log_probs(model, logits[:, -1]).argmax(dim=-1)
+        tokens = torch.cat([tokens, next_token[:, None]], dim=1)
+    return tokens[:, 1:].tolist()
+
+
+def kv_cache_speedup(ctx: Context) -> list[Record]:
+    """Greedy decoding of 60 tokens with the KV cache (model.decoding.greedy_decode) vs recomputing the prefix."""
+    steps = 60
+    model = NeverEnds(ctx.subject.model)
+    device = ctx.subject.device
+    src = random_ids(ctx.subject.model, 1, SOURCE_TOKENS, seed=5).to(device)
+    cached = greedy_decode(model, src, max_len=steps)
+    recomputed = greedy_recompute(model, src, steps)
+    paired = alternate(
+        lambda: greedy_decode(model, src, max_len=steps),
+        lambda: greedy_recompute(model, src, steps),
+        ctx.reps(3, 11),
+        1,
+        device,
+    )
+    return [
+        Record(
+            "kv_cache_speedup",
+            steps / paired.candidate_median,
+            "tokens/s",
+            steps / paired.baseline_median,
+            (Check("ratio", ">=", 3.0),),
+            {
+                "case": f"greedy, {steps} tokens, source {SOURCE_TOKENS}",
+                "baseline_is": "the same greedy loop without a cache: model.decode over the whole prefix each step",
+                "eos": "disabled (EOS id replaced by -1) so that both decode exactly 60 tokens",
+                "same_tokens": cached == recomputed,
+                "value_samples_s": paired.candidate,
+                "baseline_samples_s": paired.baseline,
+                "statistic": f"{steps} / median seconds",
+            },
+        )
+    ]
+
+
+def step_ms(ctx: Context) -> list[Record]:
+    """One incremental decoding step (cached keys/values) under capture, at step 15 of a 30-token source."""
+    model = ctx.subject.model
+    device = ctx.subject.device
+    prefix_length = 15
+    src = random_ids(model, 1, SOURCE_TOKENS, seed=6).to(device)
+    prefix = random_ids(model, 1, prefix_length, seed=7).to(device)
+    prefix[0, 0] = model.config.bos_id
+    with torch.inference_mode():
+        memory, src_allowed = model.encode(src)
+        filled = model.new_cache()
+        logits = model.decode(prefix, memory, src_allowed, cache=filled)
+        next_input = next_token_log_probs(model, logits[:, -1]).argmax(dim=-1)[:, None]
+    state = {}
+
+    def fresh_cache() -> None:  # a step appends to the cache: every timed step starts from the same one
+        state["cache"] = [{"self": dict(layer["self"]), "cross": dict(layer["cross"])} for layer in filled]
+
+    def one_step():
+        logits = model.decode(next_input, memory, src_allowed, cache=state["cache"], start=prefix_length)
+        return next_token_log_probs(model, logits[:, -1]).argmax(dim=-1)
+
+    def captured_step():
+        with capture_attention(model):
+            return one_step()
+
+    with torch.inference_mode():
+        paired = alternate(captured_step, one_step, ctx.reps(21, 101), ctx.reps(3, 10), device, prepare=fresh_cache)
+    return [
+        Record(
+            "step_ms",
+            paired.candidate_median * 1000,
+            "ms",
+            paired.baseline_median * 1000,
+            (Check("value", "<=", 10.0),),
+            {
+                "case": f"step {prefix_length}, source {SOURCE_TOKENS}",
+                "baseline_is": "the same cached step with nothing captured",
+                "includes": f"decoder ({model.config.n_decoder_layers} layers, cached K/V), generator, argmax",
+                **timing_params(paired),
+            },
+        )
+    ]
+
+
+def trace_ms(ctx: Context) -> list[Record]:
+    """Translator.trace of a 30-piece sentence with beam 5 (encode, beam search, captured pass, Trace)
+    vs Translator.translate of the same sentence with the same beam (no capture, no Trace)."""
+    translator = ctx.subject.translator
+    text = sentence_with_pieces(translator, SOURCE_TOKENS, seed=8)
+    trace = translator.trace(text, beam_size=5)
+    paired = alternate(
+        lambda: translator.trace(text, beam_size=5),
+        lambda: translator.translate(text, beam_size=5),
+        ctx.reps(5, 21),
+        1,
+        ctx.subject.device,
+    )
+    return [
+        Record(
+            "trace_ms",
+            paired.candidate_median * 1000,
+            "ms",
+            paired.baseline_median * 1000,
+            (Check("value", "<=", 300.0),),
+            {
+                "case": f"beam 5, source {len(trace.source_ids)} pieces",
+                "baseline_is": "Translator.translate of the same sentence, beam 5: decoding without capture or Trace",
+                "source_pieces": len(trace.source_ids),
+                "output_tokens": trace.n_steps,
+                "sentence": text,
+                **timing_params(paired),
+            },
+        )
+    ]
+
+
+def train_tokens_vs_torch(ctx: Context) -> list[Record]:
+    """Training steps (forward, label-smoothed loss, backward, clip, Adam) of our model vs the tutorial-layout
+    nn.Transformer with the same weights, on the same batches, steps alternating; target tokens per second."""
+    device = ctx.subject.device
+    ours = copy.deepcopy(ctx.subject.model).to(device).train().requires_grad_(True)
+    theirs = tutorial_copy(ours).to(device).train().requires_grad_(True)
+    pad = ours.config.pad_id
+    batch, length = (64, 32) if ctx.quick else (128, 32)  # ~ --max-tokens 4096 of python -m model.train
+    batches = [
+        (
+            random_ids(ours, batch, length, seed=10 + i).to(device),
+            random_ids(ours, batch, length + 1, seed=20 + i).to(device),
+        )
+        for i in range(3)
+    ]
+    tokens = batch * length  # target tokens predicted per step (nothing padded)
+    optimizers = {
+        "ours": torch.optim.Adam(ours.parameters(), lr=1e-4, betas=(0.9, 0.98)),
+        "theirs": torch.optim.Adam(theirs.parameters(), lr=1e-4, betas=(0.9, 0.98)),
+    }
+    counter = {"ours": 0, "theirs": 0}
+
+    def step(which: str) -> None:
+        src, tgt = batches[counter[which] % len(batches)]
+        counter[which] += 1
+        module = ours if which == "ours" else theirs
+        logits = ours(src, tgt[:, :-1]) if which == "ours" else tutorial_logits(theirs, src, tgt[:, :-1], pad)
+        loss = F.cross_entropy(logits.flatten(0, 1), tgt[:, 1:].flatten(), ignore_index=pad, label_smoothing=0.1)
+        optimizers[which].zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(module.parameters(), 1.0)
+        optimizers[which].step()
+
+    paired = alternate(lambda: step("ours"), lambda: step("theirs"), ctx.reps(4, 15), ctx.reps(1, 3), device)
+    return [
+        Record(
+            "train_tokens_vs_torch",
+            tokens / paired.candidate_median,
+            "tokens/s",
+            tokens / paired.baseline_median,
+            (Check("ratio", ">=", 0.95),),
+            {
+                "case": f"batch {batch} x {length}",
+                "baseline_is": "export_torch(model): tutorial Seq2SeqTransformer on nn.Transformer, same weights, "
+                "same batches, same loss and optimizer",
+                "tokens_per_step": tokens,
+                "dropout": ours.config.dropout,
+                "value_samples_s": paired.candidate,
+                "baseline_samples_s": paired.baseline,
+                "statistic": "tokens_per_step / median seconds",
+            },
+        )
+    ]

@@ -1,0 +1,167 @@
+"""Run the benchmarks: ``python -m benchmarks.run [--quick] [--device cpu|cuda] [--out FILE] [--checkpoint DIR]
+[--only NAME,...]``.
+
+Each benchmark is a ratio against a baseline measured in the same run (candidate and
+baseline timed in turns after warm-up, medians compared). Prints a table, then one JSON
+line per result: {"name", "value", "unit", "baseline", "ratio", "target", "met", "params"}.
+Targets are reported, never asserted: the exit status is 0 whenever every benchmark ran.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from benchmarks import app_benchmarks, memory, model_benchmarks
+from benchmarks.context import Context
+from benchmarks.records import Record, table
+from benchmarks.subject import resolve_subject
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    """One or more record names produced by one function (``run(ctx, names)``), so that names sharing
+    costly set-up (an AppTest session) are measured together when both are asked for."""
+
+    names: tuple[str, ...]
+    run: Callable[[Context, tuple[str, ...]], list[Record]]
+    summary: str
+
+
+def single(function: Callable[[Context], list[Record]]) -> Callable[[Context, tuple[str, ...]], list[Record]]:
+    return lambda ctx, names: function(ctx)
+
+
+BENCHMARKS = (
+    Benchmark(
+        ("forward_vs_torch",),
+        single(model_benchmarks.forward_vs_torch),
+        "forward, nothing captured, vs tutorial nn.Transformer (batch 1 and 64 x 30)",
+    ),
+    Benchmark(
+        ("capture_overhead",),
+        single(model_benchmarks.capture_overhead),
+        "forward with every attention captured vs without",
+    ),
+    Benchmark(
+        ("kv_cache_speedup",),
+        single(model_benchmarks.kv_cache_speedup),
+        "greedy 60 tokens with the KV cache vs recomputing the prefix",
+    ),
+    Benchmark(("step_ms",), single(model_benchmarks.step_ms), "one cached decoding step under capture"),
+    Benchmark(("trace_ms",), single(model_benchmarks.trace_ms), "Translator.trace, 30 pieces, beam 5"),
+    Benchmark(("figures_ms",), single(app_benchmarks.figures_ms), "default-view figures built and serialised"),
+    Benchmark(
+        ("app_edit_ms", "app_step_ms"), app_benchmarks.app_reruns, "AppTest rerun after a sentence edit / a step button"
+    ),
+    Benchmark(
+        ("classroom_p95_ms",),
+        single(app_benchmarks.classroom_p95_ms),
+        "30 concurrent sessions on the shared model, p95 latency",
+    ),
+    Benchmark(("long_input_ms",), single(app_benchmarks.long_input_ms), "256-piece source: trace and all-heads grid"),
+    Benchmark(
+        ("train_tokens_vs_torch",),
+        single(model_benchmarks.train_tokens_vs_torch),
+        "training tokens/s vs the tutorial nn.Transformer",
+    ),
+    Benchmark(
+        ("server_rss_mb",), single(memory.server_rss_mb), "RSS of a real `streamlit run app.py` after 10 and 100 traces"
+    ),
+)
+NAMES = tuple(name for benchmark in BENCHMARKS for name in benchmark.names)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.run",
+        description="Benchmarks of the attention explorer, each against a baseline measured in the same run. "
+        "Prints a table and one JSON line per result; targets are reported (met: true/false), never asserted.",
+        epilog="Benchmarks: " + ", ".join(NAMES) + ". See benchmarks/README.md for what each one measures.",
+    )
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="fewer repeats and smaller sizes: all benchmarks within about 3 minutes on 2 CPU cores",
+    )
+    parser.add_argument(
+        "--device",
+        default="auto",
+        choices=["auto", "cpu", "cuda"],
+        help="where the model runs (auto: CUDA when available, else CPU)",
+    )
+    parser.add_argument("--out", type=Path, help="also write the JSON lines to this file (overwritten)")
+    parser.add_argument(
+        "--checkpoint",
+        help="checkpoint folder, or 'random' for random weights with the shipped architecture "
+        "(default: checkpoints/multi30k-en-de, else the newest folder under checkpoints/, else random)",
+    )
+    parser.add_argument("--only", help="comma-separated benchmark names to run (default: all)")
+    parser.add_argument("--threads", type=int, help="torch CPU threads (default: PyTorch's choice)")
+    parser.add_argument("--list", action="store_true", help="print the benchmark names with a summary and exit")
+    return parser
+
+
+def selected(only: str | None) -> list[tuple[Benchmark, tuple[str, ...]]]:
+    wanted = [name.strip() for name in (only or "").split(",") if name.strip()] or list(NAMES)
+    unknown = sorted(set(wanted) - set(NAMES))
+    if unknown:
+        raise SystemExit(f"unknown benchmark(s): {', '.join(unknown)}; known: {', '.join(NAMES)}")
+    return [
+        (benchmark, names)
+        for benchmark in BENCHMARKS
+        if (names := tuple(name for name in benchmark.names if name in wanted))
+    ]
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.list:
+        for benchmark in BENCHMARKS:
+            print(f"{' / '.join(benchmark.names)}: {benchmark.summary}")
+        return 0
+    plan = selected(args.only)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    if args.device == "cuda" and not torch.cuda.is_available():
+        raise SystemExit("--device cuda: CUDA is not available here")
+    device = ("cuda" if torch.cuda.is_available() else "cpu") if args.device == "auto" else args.device
+    subject = resolve_subject(args.checkpoint, device)
+    ctx = Context(subject, args.quick)
+    shared = subject.describe() | {"quick": args.quick}
+    if subject.notes:
+        shared["checkpoint_notes"] = subject.notes
+    print(f"subject: {shared}", file=sys.stderr)
+    records: list[Record] = []
+    started = time.perf_counter()
+    try:
+        for benchmark, names in plan:
+            began = time.perf_counter()
+            print(f"running {', '.join(names)} ...", file=sys.stderr, flush=True)
+            produced = benchmark.run(ctx, names)
+            for record in produced:
+                record.params = {**record.params, **shared, "benchmark_seconds": time.perf_counter() - began}
+            records.extend(produced)
+    finally:
+        subject.close()
+    print(table(records))
+    print(
+        f"\n{len(records)} results in {time.perf_counter() - started:.0f} s "
+        f"({sum(r.met for r in records)} targets met)\n"
+    )
+    lines = [record.to_json() for record in records]
+    print("\n".join(lines))
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,112 @@
+"""The benchmark harness itself, on the tiny random checkpoint: registry, CLI, JSON records, ratios.
+
+No timing is asserted: only that the harness runs, emits one valid record per result, and
+that every ratio is value / baseline with value (and baseline) the stated statistic of the
+samples the record carries.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+
+import pytest
+
+from benchmarks import run, subject
+from benchmarks.records import Check, Record
+from benchmarks.timing import percentile
+
+EXPECTED = {
+    "forward_vs_torch",
+    "capture_overhead",
+    "kv_cache_speedup",
+    "step_ms",
+    "trace_ms",
+    "figures_ms",
+    "app_edit_ms",
+    "app_step_ms",
+    "classroom_p95_ms",
+    "long_input_ms",
+    "train_tokens_vs_torch",
+    "server_rss_mb",
+}
+FIELDS = {"name", "value", "unit", "baseline", "ratio", "target", "met", "params"}
+# cheap on a tiny model; together they cover the ms, tokens/s and budget-baseline kinds of record
+FAST = ("forward_vs_torch", "capture_overhead", "kv_cache_speedup", "step_ms", "figures_ms")
+
+
+def test_every_benchmark_is_registered_once():
+    assert set(run.NAMES) == EXPECTED
+    assert len(run.NAMES) == len(set(run.NAMES))
+
+
+def test_unknown_name_is_refused():
+    with pytest.raises(SystemExit, match="unknown benchmark"):
+        run.selected("step_ms,no_such_benchmark")
+
+
+def test_names_sharing_setup_run_together():
+    plan = run.selected("app_step_ms,app_edit_ms,step_ms")
+    assert [names for _, names in plan] == [("step_ms",), ("app_edit_ms", "app_step_ms")]
+
+
+def test_record_ratio_target_and_met():
+    record = Record("x", 3.0, "ms", 2.0, (Check("ratio", "<=", 1.3), Check("value", "<=", 10.0)))
+    assert record.ratio == 1.5 and record.target == "ratio <= 1.3 and value <= 10 ms" and not record.met
+    assert json.loads(record.to_json())["ratio"] == 1.5
+
+
+def test_percentile_matches_linear_interpolation():
+    values = [5.0, 1.0, 4.0, 2.0, 3.0]
+    assert percentile(values, 50) == 3.0 and percentile(values, 95) == pytest.approx(4.8)
+
+
+def test_default_checkpoint_falls_back_to_the_newest_folder(monkeypatch, tmp_path, tiny_checkpoint):
+    monkeypatch.setattr(subject, "DEFAULT_CHECKPOINT", tmp_path / "missing")
+    monkeypatch.setattr(subject, "CHECKPOINTS", tiny_checkpoint.parent)
+    chosen = subject.resolve_subject(None, "cpu")
+    assert chosen.source == "newest checkpoint" and chosen.folder == tiny_checkpoint
+    assert any("does not exist" in note for note in chosen.notes)
+
+
+def test_sentence_has_the_asked_number_of_pieces(tiny_checkpoint):
+    translator = subject.load_checkpoint(tiny_checkpoint, device="cpu")
+    for pieces in (15, 30):
+        text = subject.sentence_with_pieces(translator, pieces, seed=pieces)
+        assert len(translator.source_ids(text).ids) == pieces
+    longest = subject.sentence_with_pieces(translator, 10_000)
+    assert len(translator.source_ids(longest).ids) == translator.config.max_len
+
+
+@pytest.mark.slow
+def test_quick_run_writes_one_valid_record_per_result(tiny_checkpoint, tmp_path, capsys):
+    out = tmp_path / "results.jsonl"
+    argv = ["--quick", "--device", "cpu", "--checkpoint", str(tiny_checkpoint), "--only", ",".join(FAST)]
+    assert run.main([*argv, "--out", str(out)]) == 0
+    printed = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith("{")]
+    written = [json.loads(line) for line in out.read_text().splitlines()]
+    assert printed == written
+    assert [r["name"] for r in written] == ["forward_vs_torch", "forward_vs_torch", *FAST[1:]]
+    assert {r["params"]["case"] for r in written if r["name"] == "forward_vs_torch"} == {
+        "batch 1 x 30",
+        "batch 64 x 30",
+    }
+    for record in written:
+        assert set(record) == FIELDS, record["name"]
+        assert record["value"] > 0 and record["baseline"] > 0
+        assert math.isclose(record["ratio"], record["value"] / record["baseline"], rel_tol=1e-12)
+        assert isinstance(record["met"], bool) and record["target"]
+        params = record["params"]
+        assert params["checkpoint"] == str(tiny_checkpoint) and params["quick"] is True
+        assert params["baseline_is"]
+        if "value_samples" in params:  # ms records: value and baseline are the medians of the samples
+            assert math.isclose(record["value"], statistics.median(params["value_samples"]), rel_tol=1e-12)
+        if "baseline_samples" in params:
+            assert math.isclose(record["baseline"], statistics.median(params["baseline_samples"]), rel_tol=1e-12)
+            assert len(params["value_samples"]) == len(params["baseline_samples"])  # timed in turns
+    speedup = next(r for r in written if r["name"] == "kv_cache_speedup")
+    tokens = 60
+    assert speedup["params"]["same_tokens"] is True
+    assert math.isclose(speedup["value"], tokens / statistics.median(speedup["params"]["value_samples_s"]))
+    assert math.isclose(speedup["baseline"], tokens / statistics.median(speedup["params"]["baseline_samples_s"]))
