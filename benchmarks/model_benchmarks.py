@@ -264,7 +264,7 @@ def train_tokens_vs_torch(ctx: Context) -> list[Record]:
     ours = copy.deepcopy(ctx.subject.model).to(device).train().requires_grad_(True)
     theirs = tutorial_copy(ours).to(device).train().requires_grad_(True)
     pad = ours.config.pad_id
-    batch, length = (64, 32) if ctx.quick else (128, 32)  # ~ --max-tokens 4096 of python -m model.train
+    batch, length = (32, 32) if ctx.quick else (128, 32)  # ~ --max-tokens 4096 of python -m model.train
     batches = [
         (
             random_ids(ours, batch, length, seed=10 + i).to(device),
@@ -290,7 +290,7 @@ def train_tokens_vs_torch(ctx: Context) -> list[Record]:
         torch.nn.utils.clip_grad_norm_(module.parameters(), 1.0)
         optimizers[which].step()
 
-    paired = alternate(lambda: step("ours"), lambda: step("theirs"), ctx.reps(4, 15), ctx.reps(1, 3), device)
+    paired = alternate(lambda: step("ours"), lambda: step("theirs"), ctx.reps(3, 15), 1, device)
     return [
         Record(
             "train_tokens_vs_torch",
