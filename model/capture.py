@@ -44,7 +44,9 @@ class Capture:
     calls: dict[str, list[torch.Tensor]] = field(default_factory=dict)
 
     def record(self, probe: Probe, value: torch.Tensor) -> None:
-        value = value.detach().to("cpu", copy=True)
+        # Attention probabilities are fresh tensors and are kept as they are; the positional encoding is a
+        # slice of the model's buffer and is copied, so that nothing a caller does can reach the model.
+        value = value.detach().to("cpu", copy=probe.kind == "positional")
         target = self.attention if probe.kind == "attention" else self.positional
         target[probe.owner_name] = value
         self.calls.setdefault(probe.owner_name, []).append(value)
@@ -67,6 +69,7 @@ def attach_probes(model: nn.Module) -> None:
         if isinstance(module, Probe) and not module.owner_name:
             module.owner_name = name.removesuffix(".probe")
             module.register_forward_hook(_probe_hook)
+    model.probes_attached = True
 
 
 @contextmanager
@@ -76,7 +79,7 @@ def capture_attention(model: nn.Module | None = None) -> Iterator[Capture]:
     The model argument documents which model is observed; hooks are already attached when
     it was built, so nothing is added to or removed from the model here.
     """
-    if model is not None and not any(isinstance(m, Probe) and m.owner_name for m in model.modules()):
+    if model is not None and not getattr(model, "probes_attached", False):
         raise ValueError("this model has no attached probes; build it with model.Transformer")
     capture = Capture()
     token = _ACTIVE.set(capture)
