@@ -77,7 +77,10 @@ def build_parser() -> argparse.ArgumentParser:
     opt = parser.add_argument_group("optimisation")
     opt.add_argument("--epochs", type=int, default=100, help="maximum number of epochs")
     opt.add_argument(
-        "--max-tokens", type=int, default=4096, help="padded tokens per batch (per side, summed over processes)"
+        "--max-tokens",
+        type=int,
+        default=4096,
+        help="padded tokens per batch (per side, summed over processes); may change on --resume",
     )
     opt.add_argument("--lr", type=float, default=2e-3, help="peak learning rate, reached after --warmup steps")
     opt.add_argument("--warmup", type=int, default=1000, help="linear warmup steps before inverse-square-root decay")
@@ -303,7 +306,11 @@ def train(args: argparse.Namespace) -> Path:
         saved.setdefault("command", args.command)
         for key in ("epochs", "max_minutes", "quiet", "device", "threads", "patience"):
             saved[key] = getattr(args, key)
+        if getattr(args, "max_tokens_given", False):  # a new batch size takes effect from the next epoch's batches
+            saved["max_tokens"] = args.max_tokens
         saved["resume"] = True
+        if run.main:  # later resumes continue with the settings in force now
+            (out / "args.json").write_text(json.dumps(saved, indent=2))
         args = argparse.Namespace(**saved)
     elif run.main:
         (out / "args.json").write_text(json.dumps(vars(args), indent=2))
@@ -502,6 +509,7 @@ def write_final(
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     args = build_parser().parse_args(argv)
+    args.max_tokens_given = any(a == "--max-tokens" or a.startswith("--max-tokens=") for a in argv)
     args.command = "python -m model.train " + " ".join(shlex.quote(a) for a in argv)  # the run's first command
     train(args)
 

@@ -180,3 +180,16 @@ def test_two_process_ddp_matches_one_process(reference_run, corpus, tmp_path):
         for key in ("train_loss", "valid_loss"):
             assert mine[key] == pytest.approx(theirs[key], rel=tolerance), (mine["epoch"], key)
     assert (out / "final" / "model.safetensors").is_file()
+
+
+def test_resume_can_change_the_batch_size_and_keeps_it(corpus, tmp_path):
+    """--max-tokens given with --resume takes effect from then on and is kept for later resumes."""
+    out = tmp_path / "run"
+    base = ["--data", str(corpus), "--out", str(out), *TRAIN_OPTIONS]
+    train_module.main([*base, "--epochs", "1"])
+    train_module.main(["--out", str(out), "--resume", "--epochs", "2", "--max-tokens", "400", "--quiet"])
+    assert json.loads((out / "args.json").read_text())["max_tokens"] == 400
+    metrics = read_metrics(out)
+    assert [m["epoch"] for m in metrics] == [1, 2]
+    steps_epoch_1 = metrics[0]["step"]
+    assert metrics[1]["step"] - steps_epoch_1 > steps_epoch_1  # smaller batches: more steps in epoch 2
