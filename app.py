@@ -13,7 +13,6 @@ folders from somewhere other than checkpoints/ next to this file.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +22,7 @@ import streamlit as st
 
 import viz
 from model import load_checkpoint
-from model.checkpoint import CheckpointError, build_model, read_card
+from model.checkpoint import CheckpointEntry, scan_checkpoints
 from model.trace import Trace
 from model.translator import Translator
 from viz.text import (
@@ -48,14 +47,6 @@ DISPLAYS = {"single": "Single head", "grid": "All heads", "heads": "Head view", 
 ALL_QUERIES = -1  # head view: draw the lines of every query token
 
 
-@dataclass(frozen=True)
-class CheckpointEntry:
-    name: str
-    path: str
-    card: dict[str, Any] = field(default_factory=dict)
-    error: str = ""  # why the folder was skipped; empty for a usable checkpoint
-
-
 def checkpoints_dir() -> Path:
     return Path(os.environ.get(CHECKPOINTS_ENV) or Path(__file__).resolve().parent / "checkpoints")
 
@@ -68,17 +59,9 @@ def folder_stamp(folder: Path) -> tuple[tuple[str, float], ...]:
 
 
 @st.cache_data(show_spinner="Checking checkpoint folders…")
-def scan_checkpoints(folder: str, stamp: tuple[tuple[str, float], ...]) -> list[CheckpointEntry]:
-    """Validate every sub-folder fully (config, tokenizer, weights); ``stamp`` only keys the cache."""
-    entries = []
-    root = Path(folder)
-    for path in sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")) if root.is_dir() else []:
-        try:
-            build_model(path)
-            entries.append(CheckpointEntry(path.name, str(path), read_card(path)))
-        except CheckpointError as error:
-            entries.append(CheckpointEntry(path.name, str(path), error=str(error)))
-    return entries
+def list_checkpoints(folder: str, stamp: tuple[tuple[str, float], ...]) -> list[CheckpointEntry]:
+    """Every sub-folder, validated fully (model.checkpoint.scan_checkpoints); ``stamp`` only keys the cache."""
+    return scan_checkpoints(folder)
 
 
 @st.cache_resource(show_spinner="Loading the model…", max_entries=4)
@@ -145,7 +128,7 @@ def go_to_step(step: int) -> None:
 def sidebar_checkpoint() -> tuple[CheckpointEntry, Translator, str]:
     st.sidebar.header("Model")
     folder = checkpoints_dir()
-    entries = scan_checkpoints(str(folder), folder_stamp(folder))
+    entries = list_checkpoints(str(folder), folder_stamp(folder))
     usable = {entry.name: entry for entry in entries if not entry.error}
     skipped = [entry for entry in entries if entry.error]
     if not usable:
@@ -155,8 +138,12 @@ def sidebar_checkpoint() -> tuple[CheckpointEntry, Translator, str]:
         )
         st.stop()
     names = list(usable)
+    # Read before the selectbox: Streamlit drops a URL value that is not an option, silently.
+    asked = st.query_params.get("checkpoint")
     remember("checkpoint", names, DEFAULT_CHECKPOINT if DEFAULT_CHECKPOINT in usable else names[0])
     name = st.sidebar.selectbox("Checkpoint", names, key="checkpoint", bind="query-params")
+    if asked is not None and asked not in usable:
+        st.warning(f"Checkpoint “{escape_markdown(asked)}” is not available; using {escape_markdown(name)}.")
     entry = usable[name]
     st.sidebar.caption(describe_card(entry.card))
     with st.sidebar.expander(f"All checkpoints ({len(usable)} usable, {len(skipped)} skipped)"):
@@ -213,6 +200,8 @@ def source_section(card: dict[str, Any]) -> tuple[str, str | None]:
 
 
 def results_section(trace: Trace, file_stem: str) -> None:
+    if trace.settings.get("notice"):
+        st.warning(trace.settings["notice"])
     if trace.settings.get("truncated"):
         st.warning(
             f"The sentence has {trace.settings['source_pieces_before_truncation']} pieces; only the first "
@@ -412,6 +401,10 @@ def main() -> None:
     settings = sidebar_settings(translator.config.max_len)
     display = {key: settings[key] for key in ("merge_words", "show_special", "annotate")}
     text, target = source_section(entry.card)
+    if not text.strip():
+        st.session_state.translation = ""
+        st.info("Type a sentence in the box above (or pick an example) to see its translation and attention.")
+        return
     trace = compute_trace(
         entry.path, device, folder_stamp(Path(entry.path)), text, settings["beam_size"], settings["max_len"], target
     )

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import json
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -148,6 +149,35 @@ def read_card(folder: Path) -> dict[str, Any]:
     """card.json describes a shipped model; a folder without one still loads (with an empty card)."""
     path = Path(folder) / "card.json"
     return read_json(path) if path.exists() else {}
+
+
+@dataclass(frozen=True)
+class CheckpointEntry:
+    """One sub-folder of a checkpoints folder: usable (with its card) or skipped (with why)."""
+
+    name: str
+    path: str
+    card: dict[str, Any] = field(default_factory=dict)
+    error: str = ""  # why the folder was skipped; empty for a usable checkpoint
+
+
+def scan_checkpoints(root: str | Path) -> list[CheckpointEntry]:
+    """Validate every sub-folder of ``root`` fully (config, tokenizer, weights), in name order, hidden ones left out.
+
+    Plain data defined in a module, so the app can cache the result (pickled) while many
+    sessions run its script at once.
+    """
+    root = Path(root)
+    if not root.is_dir():
+        return []
+    entries = []
+    for path in sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")):
+        try:
+            build_model(path)
+            entries.append(CheckpointEntry(path.name, str(path), read_card(path)))
+        except CheckpointError as error:
+            entries.append(CheckpointEntry(path.name, str(path), error=str(error)))
+    return entries
 
 
 def load_checkpoint(path: str | Path, device: str = "auto") -> Translator:
