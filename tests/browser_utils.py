@@ -72,9 +72,13 @@ def _wait_for_health(url: str, server: subprocess.Popen, log: Path) -> None:
 
 
 @contextmanager
-def streamlit_server(checkpoints: Path, log_dir: Path | None = None) -> Iterator[str]:
-    """Run ``streamlit run app.py`` on a free local port reading ``checkpoints``; yield its URL, stop it after."""
-    port = free_port()
+def streamlit_server(checkpoints: Path, log_dir: Path | None = None, port: int | None = None) -> Iterator[str]:
+    """Run ``streamlit run app.py`` reading ``checkpoints``; yield its URL, stop it after.
+
+    It listens on ``port``, or on a free local port when none is given; pass the port of a server
+    that was stopped to restart it where open pages reconnect.
+    """
+    port = port or free_port()
     url = f"http://127.0.0.1:{port}"
     env = {**os.environ, "ATTENTION_EXPLORER_CHECKPOINTS": str(checkpoints)}
     command = [
@@ -86,7 +90,7 @@ def streamlit_server(checkpoints: Path, log_dir: Path | None = None) -> Iterator
     ]  # fmt: skip
     log_dir = Path(log_dir or tempfile.mkdtemp(prefix="streamlit-log-"))
     log = log_dir / "streamlit.log"
-    with log.open("w") as output:
+    with log.open("a") as output:  # a restarted server appends
         server = subprocess.Popen(command, cwd=REPO, env=env, stdout=output, stderr=subprocess.STDOUT)
         try:
             _wait_for_health(url, server, log)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -61,10 +62,10 @@ def translator(tiny_checkpoint):
     return load_checkpoint(tiny_checkpoint, device="cpu")
 
 
-def wait_until(driver, condition, message: str):
+def wait_until(driver, condition, message: str, poll_s: float = 0.5):
     from selenium.webdriver.support.ui import WebDriverWait
 
-    return WebDriverWait(driver, WAIT_S, poll_frequency=0.5).until(condition, message)
+    return WebDriverWait(driver, WAIT_S, poll_frequency=poll_s).until(condition, message)
 
 
 def charts(driver) -> list[dict]:
@@ -155,10 +156,11 @@ def test_trace_downloads_as_json(server, driver, translator, tmp_path):
     assert console_errors(driver) == []
 
 
-def driver_sentence(driver) -> str:
+def driver_sentence(driver) -> str | None:
     from selenium.webdriver.common.by import By
 
-    return driver.find_element(By.CSS_SELECTOR, "textarea[aria-label='Source sentence']").get_attribute("value")
+    boxes = driver.find_elements(By.CSS_SELECTOR, "textarea[aria-label='Source sentence']")
+    return boxes[0].get_attribute("value") if boxes else None
 
 
 @pytest.mark.parametrize("view", ["Decoder self-attention", "Cross-attention", "Positional encoding"])
@@ -175,3 +177,134 @@ def test_views_draw_without_console_errors_or_outside_requests(server, driver, v
     resources = driver.execute_script("return performance.getEntriesByType('resource').map(e => e.name)")
     outside = [name for name in resources if not name.startswith((server, "data:", "blob:"))]
     assert outside == [], "the page fetched something from outside the local server"
+
+
+# --- a classroom: many pages at once on one server, then a server restart ---
+
+CLASSROOM = [  # one sentence per page, all from the toy tokenizer's words (tests.conftest.WORDS)
+    f"{det} {color} {noun} {verb} {prep} the {place}."
+    for det, color, noun, verb, prep, place in [
+        ("a", "blue", "man", "rides", "on", "street"),
+        ("the", "red", "woman", "walks", "in", "park"),
+        ("two", "green", "dog", "plays", "in", "snow"),
+        ("three", "old", "cat", "sits", "at", "water"),
+        ("a", "young", "child", "runs", "with", "ball"),
+        ("the", "blue", "girl", "rides", "in", "snow"),
+        ("a", "red", "boy", "plays", "on", "street"),
+        ("two", "old", "man", "walks", "with", "dog"),
+        ("three", "young", "woman", "sits", "in", "water"),
+        ("the", "green", "cat", "runs", "at", "park"),
+    ]
+]
+
+
+RELOADED = 4  # pages that reload their URL after the server restarts
+POLL_S = 2.0  # ten pages polled at once: every check costs the browsers CPU time too
+
+
+def edit_sentence(driver, sentence: str) -> None:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    box = driver.find_element(By.CSS_SELECTOR, "textarea[aria-label='Source sentence']")
+    box.send_keys(Keys.CONTROL, "a")
+    box.send_keys(sentence)
+    box.send_keys(Keys.CONTROL, Keys.ENTER)
+
+
+# One round trip for everything a classroom page is checked on: ten pages poll at once on two cores.
+READ_PAGE = """
+const box = document.querySelector("textarea[aria-label='Source sentence']");
+const heading = document.querySelector("[data-testid='stMarkdownContainer'] h3");
+const step = Array.from(document.querySelectorAll('p > strong'))
+    .find(strong => strong.innerText.trim().startsWith('Step '));
+const encoder = Array.from(document.querySelectorAll('.js-plotly-plot'))
+    .find(gd => ((gd.layout.title && gd.layout.title.text) || '').startsWith('Encoder self-attention'));
+return {
+    sentence: box ? box.value : null,
+    translation: heading ? heading.innerText.trim() : null,
+    step: step ? step.parentElement.innerText : '',
+    source: encoder ? encoder.layout.xaxis.ticktext : null,
+};
+"""
+
+
+def shows(driver, sentence: str, expected: Trace, step: int) -> bool:
+    """The page holds this sentence, its translation, its source tokens and this decoding step."""
+    page = driver.execute_script(READ_PAGE)
+    return (
+        page["sentence"] == sentence
+        and page["translation"] == expected.translation
+        and page["source"] == display_labels(expected.source_pieces)
+        and page["step"].startswith(f"Step {step + 1} of {expected.n_steps}.")
+    )
+
+
+def in_parallel(function, *argument_lists) -> list:
+    """Run ``function`` once per page, each in its own thread; re-raise the first failure."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(len(argument_lists[0])) as pool:
+        return list(pool.map(function, *argument_lists))
+
+
+def test_classroom_of_ten_pages_then_a_server_restart(browser_ready, tiny_checkpoint, translator, tmp_path):
+    """Ten pages edit and step at once, each sees only its own work; after a restart their URLs bring it back."""
+    from contextlib import ExitStack
+
+    from browser_utils import free_port
+    from selenium.webdriver.common.by import By
+
+    expected = [translator.trace(sentence, beam_size=1) for sentence in CLASSROOM]  # the page's defaults
+    steps = [min(1 + index % 2, trace.n_steps - 1) for index, trace in enumerate(expected)]
+    assert len({tuple(trace.source_pieces) for trace in expected}) == len(CLASSROOM)  # every page tells apart
+    port = free_port()
+    started = time.monotonic()
+
+    def edit_and_step(driver, sentence: str, trace: Trace, step: int) -> str:
+        # A blank sentence in the URL: the page opens with its "type a sentence" message and draws nothing yet.
+        driver.get(f"http://127.0.0.1:{port}/?sentence=%20")
+        wait_until(
+            driver,
+            lambda d: "Type a sentence" in d.find_element(By.TAG_NAME, "body").text and driver_sentence(d) == " ",
+            "the blank page never appeared",
+            POLL_S,
+        )
+        edit_sentence(driver, sentence)
+        wait_until(driver, lambda d: shows(d, sentence, trace, 0), f"{sentence!r} was never translated", POLL_S)
+        for reached in range(1, step + 1):
+            click_button(driver, "Next")
+            wait_until(
+                driver, lambda d, s=reached: shows(d, sentence, trace, s), f"{sentence!r}: no step {reached}", POLL_S
+            )
+        wait_until(driver, lambda d: f"step={step}" in d.current_url, "the step never reached the URL", POLL_S)
+        return driver.current_url
+
+    def still_shows(driver, sentence: str, trace: Trace, step: int) -> list[dict]:
+        assert shows(driver, sentence, trace, step), f"{sentence!r}: the page changed while the others worked"
+        return console_errors(driver)
+
+    def reload(driver, page_url: str, sentence: str, trace: Trace, step: int) -> list[dict]:
+        console_errors(driver)  # drop what was logged while the server was down (the lost connection)
+        driver.get(page_url)
+        wait_until(driver, lambda d: shows(d, sentence, trace, step), f"{page_url} did not restore its state", POLL_S)
+        return console_errors(driver)
+
+    with ExitStack() as browsers:
+        # A small window: ten software-rendered pages share two cores with the server.
+        drivers = in_parallel(
+            lambda index: browsers.enter_context(chromium(tmp_path / f"profile-{index}", 1000, 900)),
+            range(len(CLASSROOM)),
+        )
+        with streamlit_server(tiny_checkpoint.parent, tmp_path, port):
+            urls = in_parallel(edit_and_step, drivers, CLASSROOM, expected, steps)
+            print(f"classroom: {len(drivers)} pages edited and stepped after {time.monotonic() - started:.0f} s")
+            # Only now that every page is done: nothing one session did showed up on another.
+            errors = in_parallel(still_shows, drivers, CLASSROOM, expected, steps)
+        assert errors == [[]] * len(CLASSROOM)
+        assert all("sentence=" in page_url for page_url in urls)
+        with streamlit_server(tiny_checkpoint.parent, tmp_path, port):
+            kept = slice(0, RELOADED)  # pages with one step and with two
+            errors = in_parallel(reload, drivers[kept], urls[kept], CLASSROOM[kept], expected[kept], steps[kept])
+            print(f"classroom: {RELOADED} pages restored after {time.monotonic() - started:.0f} s")
+        assert errors == [[]] * RELOADED
