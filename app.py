@@ -19,6 +19,7 @@ from typing import Any
 import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
+import torch
 
 import viz
 from model import load_checkpoint
@@ -66,7 +67,12 @@ def list_checkpoints(folder: str, stamp: tuple[tuple[str, float], ...]) -> list[
 
 @st.cache_resource(show_spinner="Loading the model…", max_entries=4)
 def load_translator(path: str, device: str, stamp: tuple[tuple[str, float], ...]) -> Translator:
-    """One model per (checkpoint, device), shared read-only by every session; ``stamp`` only keys the cache."""
+    """One model per (checkpoint, device), shared read-only by every session; ``stamp`` only keys the cache.
+
+    Sessions run in parallel threads, so each runs its tensor operations on one CPU thread:
+    several intra-op threads per request oversubscribe the server's cores (benchmarks/README.md).
+    """
+    torch.set_num_threads(1)
     return load_checkpoint(path, device=device)
 
 
