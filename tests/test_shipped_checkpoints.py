@@ -1,0 +1,56 @@
+"""The shipped checkpoints: they load, their cards match their files, and they still translate.
+
+This guards the committed artefacts (not the training): a fixed set of 20 sentences from
+test_2016_flickr must score above a floor set a few points below the measured score.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import sacrebleu
+
+from model import load_checkpoint
+from model.checkpoint import read_config
+from model.data import read_lines
+
+REPO = Path(__file__).resolve().parents[1]
+DATA = REPO.parent / "shared" / "data" / "multi30k"
+# name -> (source language, target language, lowercased BLEU floor on the first 20 test sentences, beam 5)
+SHIPPED = {"multi30k-en-de": ("en", "de", 27.0)}  # measured 32.1 (beam 5) when shipped
+
+
+@pytest.fixture(scope="module", params=sorted(SHIPPED))
+def shipped(request):
+    folder = REPO / "checkpoints" / request.param
+    assert folder.is_dir(), f"{folder} is missing: it is the app's default and must be committed"
+    return request.param, folder, load_checkpoint(folder, device="cpu")
+
+
+def test_card_matches_the_files(shipped):
+    name, folder, translator = shipped
+    source, target, _ = SHIPPED[name]
+    card = json.loads((folder / "card.json").read_text())
+    assert card["source_language"] == source and card["target_language"] == target
+    assert card["parameters"] == translator.model.num_parameters() <= 10_000_000
+    assert card["config"] == read_config(folder).to_dict()
+    for split in ("val", "test_2016_flickr"):
+        scores = card["scores"][split]
+        assert scores["beam_size"] == 5 and scores["bleu"] > 0 and scores["bleu_lowercase"] >= scores["bleu"]
+    for key in ("train_command", "hardware", "wall_time_s", "data"):
+        assert card[key], key
+    assert sum(f.stat().st_size for f in (REPO / "checkpoints").rglob("*") if f.is_file()) < 60 * 2**20
+
+
+def test_translates_twenty_test_sentences_above_the_floor(shipped):
+    name, _, translator = shipped
+    source, target, floor = SHIPPED[name]
+    if not DATA.is_dir():
+        pytest.skip(f"{DATA} is not here (the Multi30k data sits in ../shared/data beside the repo in CI)")
+    sources = read_lines(DATA / f"test_2016_flickr.{source}.gz")[:20]
+    references = read_lines(DATA / f"test_2016_flickr.{target}.gz")[:20]
+    hypotheses = translator.translate_batch(sources, beam_size=5)
+    score = sacrebleu.corpus_bleu(hypotheses, [references], lowercase=True).score
+    assert score >= floor, f"{name}: lowercased BLEU {score:.1f} on 20 test sentences, floor {floor}"
