@@ -51,9 +51,13 @@ def example_sentences(source_language: str | None) -> list[str]:
 
 
 def bleu_scores(card: dict[str, Any]) -> dict[str, float]:
-    """Every BLEU score on a card: ``{"test_2016_flickr": {"bleu": ..}}`` entries and ``valid_bleu_greedy``."""
-    scores = {name: value["bleu"] for name, value in card.items() if isinstance(value, dict) and "bleu" in value}
-    if isinstance(card.get("valid_bleu_greedy"), (int, float)):
+    """BLEU scores on a card, labelled by split: ``scores.{split}.bleu`` (written by model.evaluate
+    --card-split), older top-level ``{split: {"bleu": ..}}`` entries, and ``valid_bleu_greedy``
+    only when nothing better is recorded."""
+    nested = card.get("scores") if isinstance(card.get("scores"), dict) else {}
+    sources = {**{k: v for k, v in card.items() if k != "scores"}, **nested}
+    scores = {name: value["bleu"] for name, value in sources.items() if isinstance(value, dict) and "bleu" in value}
+    if not scores and isinstance(card.get("valid_bleu_greedy"), (int, float)):
         scores["valid (greedy)"] = card["valid_bleu_greedy"]
     return {name: float(score) for name, score in scores.items() if isinstance(score, (int, float))}
 
