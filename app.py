@@ -13,13 +13,19 @@ folders from somewhere other than checkpoints/ next to this file.
 from __future__ import annotations
 
 import os
+
+# Sessions run in parallel threads, so each request runs its tensor operations on one CPU thread:
+# several intra-op threads per request oversubscribe a classroom server's cores
+# (benchmarks/README.md). Set before torch is first imported; OMP_NUM_THREADS from the
+# environment wins. Calling torch.set_num_threads at run time instead would only change the
+# calling thread's OpenMP pool and make results differ in the last bits between threads.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
-import torch
 
 import viz
 from model import load_checkpoint
@@ -67,12 +73,7 @@ def list_checkpoints(folder: str, stamp: tuple[tuple[str, float], ...]) -> list[
 
 @st.cache_resource(show_spinner="Loading the model…", max_entries=4)
 def load_translator(path: str, device: str, stamp: tuple[tuple[str, float], ...]) -> Translator:
-    """One model per (checkpoint, device), shared read-only by every session; ``stamp`` only keys the cache.
-
-    Sessions run in parallel threads, so each runs its tensor operations on one CPU thread:
-    several intra-op threads per request oversubscribe the server's cores (benchmarks/README.md).
-    """
-    torch.set_num_threads(1)
+    """One model per (checkpoint, device), shared read-only by every session; ``stamp`` only keys the cache."""
     return load_checkpoint(path, device=device)
 
 
