@@ -308,3 +308,48 @@ def test_classroom_of_ten_pages_then_a_server_restart(browser_ready, tiny_checkp
             errors = in_parallel(reload, drivers[kept], urls[kept], CLASSROOM[kept], expected[kept], steps[kept])
             print(f"classroom: {RELOADED} pages restored after {time.monotonic() - started:.0f} s")
         assert errors == [[]] * RELOADED
+
+
+# Sets the sentence box the way typing does (React's value setter, an input event, then blur), so that
+# characters chromedriver cannot type (outside the BMP, NUL, lone surrogates) still reach the page.
+SET_SENTENCE = """
+const box = document.querySelector("textarea[aria-label='Source sentence']");
+box.focus();
+const text = String.fromCharCode(...arguments[0]);  // UTF-16 code units: NUL and lone surrogates survive
+Object.getOwnPropertyDescriptor(HTMLTextAreaElement.prototype, 'value').set.call(box, text);
+box.dispatchEvent(new Event('input', {bubbles: true}));
+box.blur();  // Streamlit commits a text area on blur (as on Ctrl+Enter)
+"""
+# The rerun has finished and the page shows a translation or the message asking for a sentence.
+PAGE_SETTLED = """
+const running = document.querySelector("[data-testid='stStatusWidget']");
+const heading = document.querySelector("[data-testid='stMarkdownContainer'] h3");
+return !running && (heading !== null || document.body.innerText.includes('Type a sentence'));
+"""
+# Anything from the hostile inputs that a browser would have turned into live markup.
+READ_INJECTED = """
+return {
+    images: document.querySelectorAll("img[src='x']").length,
+    scripts: Array.from(document.scripts).filter(s => s.text.includes('alert')).length,
+    bold: Array.from(document.querySelectorAll('b')).filter(b => b.innerText === 'bold').length,
+    headings: Array.from(document.querySelectorAll('h1')).filter(h => h.innerText.trim() === 'Title').length,
+    page: document.body.innerText,
+};
+"""
+
+
+def test_bad_inputs_in_a_real_page_render_as_text(server, driver):
+    """Every entry of tests/bad_inputs.BAD_INPUTS typed into the page: its translation or a message, never markup."""
+    from bad_inputs import BAD_INPUTS
+
+    load_page(driver, server)
+    for name, text in BAD_INPUTS.items():
+        units = text.encode("utf-16-le", "surrogatepass")
+        driver.execute_script(
+            SET_SENTENCE, [int.from_bytes(units[i : i + 2], "little") for i in range(0, len(units), 2)]
+        )
+        time.sleep(1)  # let the rerun start before waiting for it to end
+        wait_until(driver, lambda d: d.execute_script(PAGE_SETTLED), f"{name}: no translation or message")
+        injected = driver.execute_script(READ_INJECTED)
+        assert (injected["images"], injected["scripts"], injected["bold"], injected["headings"]) == (0, 0, 0, 0), name
+    assert console_errors(driver) == []
