@@ -17,13 +17,12 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 from benchmarks.app_benchmarks import CLASSROOM_PIECES, app_checkpoints
 from benchmarks.context import Context
 from benchmarks.records import Check, Record
+from benchmarks.server import free_port, wait_for_health
 from benchmarks.subject import REPO, sentence_with_pieces
 
 START_LIMIT_S = 120
@@ -36,29 +35,6 @@ def rss_mb(pid: int) -> float:
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
     raise RuntimeError(f"no VmRSS for process {pid}")
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-def wait_for_health(url: str, server: subprocess.Popen, log: Path) -> None:
-    deadline = time.monotonic() + START_LIMIT_S
-    while time.monotonic() < deadline:
-        if server.poll() is not None:
-            raise RuntimeError(f"streamlit exited with code {server.returncode}:\n{log.read_text()[-2000:]}")
-        try:
-            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as response:
-                if response.status == 200:
-                    return
-        except (urllib.error.URLError, ConnectionError, TimeoutError):
-            pass
-        time.sleep(0.5)
-    raise RuntimeError(f"streamlit did not answer /_stcore/health within {START_LIMIT_S} s")
 
 
 class PageClient:
@@ -143,7 +119,7 @@ def server_rss_mb(ctx: Context) -> list[Record]:
         with log.open("w") as output:
             server = subprocess.Popen(command, cwd=REPO, env=env, stdout=output, stderr=subprocess.STDOUT)
             try:
-                wait_for_health(url, server, log)
+                wait_for_health(url, server, log, START_LIMIT_S)
                 samples["idle"] = rss_mb(server.pid)
                 client = PageClient(url)
                 try:

@@ -10,18 +10,20 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:  # also run as a script (the README screenshot command)
+    sys.path.insert(0, str(REPO))
+
+from benchmarks.server import free_port, wait_for_health  # noqa: E402
+
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
 CHROMIUM_FLAGS = (
@@ -50,27 +52,6 @@ def missing_browser() -> str | None:
     return None
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-def _wait_for_health(url: str, server: subprocess.Popen, log: Path) -> None:
-    deadline = time.monotonic() + SERVER_START_LIMIT_S
-    while time.monotonic() < deadline:
-        if server.poll() is not None:
-            raise RuntimeError(f"streamlit exited with code {server.returncode}:\n{log.read_text()}")
-        try:
-            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as response:
-                if response.status == 200:
-                    return
-        except (urllib.error.URLError, ConnectionError, TimeoutError):
-            pass
-        time.sleep(0.5)
-    raise RuntimeError(f"streamlit did not answer /_stcore/health within {SERVER_START_LIMIT_S} s:\n{log.read_text()}")
-
-
 @contextmanager
 def streamlit_server(checkpoints: Path, log_dir: Path | None = None, port: int | None = None) -> Iterator[str]:
     """Run ``streamlit run app.py`` reading ``checkpoints``; yield its URL, stop it after.
@@ -93,7 +74,7 @@ def streamlit_server(checkpoints: Path, log_dir: Path | None = None, port: int |
     with log.open("a") as output:  # a restarted server appends
         server = subprocess.Popen(command, cwd=REPO, env=env, stdout=output, stderr=subprocess.STDOUT)
         try:
-            _wait_for_health(url, server, log)
+            wait_for_health(url, server, log, SERVER_START_LIMIT_S)
             yield url
         finally:
             server.terminate()
