@@ -1,10 +1,10 @@
 """From-scratch encoder-decoder Transformer with hookable, thread-safe attention capture."""
 
-from model.capture import Capture, capture_attention
+from model.capture import Capture, capture_attention, intervene
 from model.config import TransformerConfig
 from model.transformer import Transformer
 
-__all__ = ["Capture", "Transformer", "TransformerConfig", "capture_attention", "load_checkpoint"]
+__all__ = ["Capture", "Transformer", "TransformerConfig", "capture_attention", "intervene", "load_checkpoint"]
 
 
 def __getattr__(name: str):  # lazy: checkpoint loading pulls in sentencepiece and safetensors

@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from model.capture import Probe, is_capturing
+from model.capture import Probe, is_observed
 
 # Per-layer incremental-decoding cache: {"k": (B, H, T, dk), "v": (B, H, T, dk)}.
 KVCache = dict[str, torch.Tensor]
@@ -70,9 +70,10 @@ class PositionalEncoding(nn.Module):
 class MultiHeadAttention(nn.Module):
     """3.2.2: h parallel scaled dot-product attentions (3.2.1) over learned projections.
 
-    Under ``capture_attention`` the softmax is computed explicitly and the per-head
-    probabilities (B, H, Tq, Tk) pass through ``self.probe`` before dropout; otherwise the
-    fused ``scaled_dot_product_attention`` kernel computes the same result faster.
+    Under ``capture_attention`` or ``intervene`` the softmax is computed explicitly: the per-head
+    queries, keys, values, probabilities (B, H, Tq, Tk, through ``self.probe`` before dropout)
+    and outputs pass through probes. Otherwise the fused ``scaled_dot_product_attention``
+    kernel computes the same result faster.
     """
 
     def __init__(self, d_model: int, n_heads: int, dropout: float) -> None:
@@ -85,6 +86,10 @@ class MultiHeadAttention(nn.Module):
         self.out_proj = nn.Linear(d_model, d_model)
         self.dropout = nn.Dropout(dropout)
         self.probe = Probe("attention")
+        self.query_probe = Probe("query")
+        self.key_probe = Probe("key")
+        self.value_probe = Probe("value")
+        self.head_probe = Probe("head_output")
 
     def split_heads(self, x: torch.Tensor) -> torch.Tensor:
         batch, length, _ = x.shape
@@ -118,12 +123,13 @@ class MultiHeadAttention(nn.Module):
                 cache["k"], cache["v"] = k, v
         if is_causal and allowed is None and q.size(2) > 1:  # one new query may see every cached key
             allowed = causal_mask(q.size(2), k.size(2), q.device)
-        if is_capturing():
+        if is_observed():  # a capture or an edit is active: explicit softmax, every intermediate probed
+            q, k, v = self.query_probe(q), self.key_probe(k), self.value_probe(v)
             scores = q @ k.transpose(-2, -1) / math.sqrt(self.head_dim)  # (B, H, Tq, Tk)
             if allowed is not None:
                 scores = scores.masked_fill(~allowed, float("-inf"))
             probs = self.probe(scores.softmax(dim=-1))  # (B, H, Tq, Tk)
-            context = self.dropout(probs) @ v  # (B, H, Tq, dk)
+            context = self.head_probe(self.dropout(probs) @ v)  # (B, H, Tq, dk)
         else:
             context = F.scaled_dot_product_attention(
                 q, k, v, attn_mask=allowed, dropout_p=self.dropout.p if self.training else 0.0

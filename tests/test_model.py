@@ -161,3 +161,76 @@ def test_tied_weights_are_one_tensor():
     model = Transformer(small_config(40, share_embeddings=True, tie_output=True, output_bias=False))
     assert model.encoder.embed is model.decoder.embed
     assert model.generator.weight is model.decoder.embed.embedding.weight
+
+
+def test_captured_internals_recompute_the_attention_and_output():
+    """Per-head queries, keys, values and outputs are what the module computed, in both paths."""
+    torch.manual_seed(0)
+    model = Transformer(small_config(40)).eval()
+    src, tgt = random_batch(40, pad=True)
+    with capture_attention(model) as plain_capture:
+        model(src, tgt)
+    assert plain_capture.internals == {}, "internals are recorded only when asked for"
+    with capture_attention(model, internals=True) as capture:
+        model(src, tgt)
+    name = "decoder.layers.1.cross_attn"
+    parts = capture.internals[name]
+    assert set(parts) == {"query", "key", "value", "head_output"}
+    q, k, v = parts["query"], parts["key"], parts["value"]  # (B, H, T, dk)
+    assert q.shape == (3, 4, 7, 8) and k.shape == v.shape == (3, 4, 9, 8)
+    scores = (q @ k.transpose(-2, -1) / math.sqrt(8)).masked_fill((src == 0)[:, None, None, :], float("-inf"))
+    assert torch.allclose(scores.softmax(-1), capture.attention[name], atol=1e-6)
+    assert torch.allclose(capture.attention[name] @ v, parts["head_output"], atol=1e-6)
+
+
+def test_an_identity_edit_changes_nothing_and_edits_are_scoped():
+    from model import intervene
+
+    torch.manual_seed(0)
+    model = Transformer(small_config(40)).eval()
+    src, tgt = random_batch(40, pad=True)
+    with capture_attention(model):
+        reference = model(src, tgt)
+    seen: set[tuple[str, str]] = set()
+
+    def identity(name: str, kind: str, value: torch.Tensor) -> torch.Tensor:
+        seen.add((name, kind))
+        return value
+
+    with intervene(model, identity):
+        assert torch.equal(model(src, tgt), reference)
+    kinds = {kind for _, kind in seen}
+    assert kinds == {"attention", "positional", "query", "key", "value", "head_output"}
+    assert ("decoder.layers.0.cross_attn", "head_output") in seen and ("encoder.positional", "positional") in seen
+
+    def silence_head_0(name: str, kind: str, value: torch.Tensor) -> torch.Tensor:
+        if name == "encoder.layers.0.self_attn" and kind == "head_output":
+            value = value.clone()
+            value[:, 0] = 0
+        return value
+
+    with intervene(model, silence_head_0), capture_attention(model, internals=True) as capture:
+        edited = model(src, tgt)
+    assert torch.all(capture.internals["encoder.layers.0.self_attn"]["head_output"][:, 0] == 0)
+    assert not torch.allclose(edited, reference)
+    assert torch.allclose(model(src, tgt), reference, atol=1e-5), "the edit must end with its block"
+
+
+def test_nested_edits_compose_outer_first():
+    from model import intervene
+
+    model = Transformer(small_config(40)).eval()
+    src, tgt = random_batch(40, pad=False)
+    order: list[str] = []
+
+    def tag(label: str):
+        def edit(name: str, kind: str, value: torch.Tensor) -> torch.Tensor:
+            if name == "encoder.positional":
+                order.append(label)
+            return value
+
+        return edit
+
+    with intervene(model, tag("outer")), intervene(model, tag("inner")):
+        model.encode(src)
+    assert order == ["outer", "inner"]
