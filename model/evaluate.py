@@ -18,6 +18,7 @@ from sacrebleu.metrics import BLEU, CHRF
 from tqdm import tqdm
 
 from model.data import read_lines
+from model.translate import add_decoding_arguments
 from model.translator import Translator
 
 
@@ -95,21 +96,11 @@ def build_parser() -> argparse.ArgumentParser:
             "same scores as one JSON line, on stdout; progress goes to stderr."
         ),
     )
-    parser.add_argument("--checkpoint", required=True, help="checkpoint folder (config.json, model.safetensors, ...)")
+    add_decoding_arguments(parser)
     parser.add_argument("--src", required=True, help="source sentences, one a line (plain or .gz)")
     parser.add_argument("--ref", required=True, help="reference translations, one a line, aligned with --src")
-    parser.add_argument("--beam", type=int, default=5, help="beam size (1: greedy decoding; default: %(default)s)")
     parser.add_argument(
         "--batch-size", type=int, default=64, help="sentences translated together (default: %(default)s)"
-    )
-    parser.add_argument(
-        "--max-len", type=int, help="most tokens generated per sentence (default: 1.5 x source length + 10)"
-    )
-    parser.add_argument(
-        "--device",
-        default="auto",
-        help="auto (CUDA, then MPS, then CPU), cpu, cuda, cuda:N or mps; "
-        "a missing accelerator falls back to the CPU with a notice (default: %(default)s)",
     )
     parser.add_argument("--json", metavar="OUT", help="also write the scores as JSON to this file")
     parser.add_argument("--hyp-out", metavar="FILE", help="write the translations, one a line, to this file")

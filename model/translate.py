@@ -13,6 +13,21 @@ import sys
 from model.translator import Translator
 
 
+def add_decoding_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options every command that translates with a checkpoint shares (translate, evaluate)."""
+    parser.add_argument("--checkpoint", required=True, help="checkpoint folder (config.json, model.safetensors, ...)")
+    parser.add_argument("--beam", type=int, default=5, help="beam size (1: greedy decoding; default: %(default)s)")
+    parser.add_argument(
+        "--max-len", type=int, help="most tokens generated per sentence (default: 1.5 x source length + 10)"
+    )
+    parser.add_argument(
+        "--device",
+        default="auto",
+        help="auto (CUDA, then MPS, then CPU), cpu, cuda, cuda:N or mps; "
+        "a missing accelerator falls back to the CPU with a notice on stderr (default: %(default)s)",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m model.translate",
@@ -28,17 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("text", nargs="*", metavar="TEXT", help="sentences to translate (default: read stdin lines)")
-    parser.add_argument("--checkpoint", required=True, help="checkpoint folder (config.json, model.safetensors, ...)")
-    parser.add_argument("--beam", type=int, default=5, help="beam size (1: greedy decoding; default: %(default)s)")
-    parser.add_argument(
-        "--max-len", type=int, help="most tokens generated per sentence (default: 1.5 x source length + 10)"
-    )
-    parser.add_argument(
-        "--device",
-        default="auto",
-        help="auto (CUDA, then MPS, then CPU), cpu, cuda, cuda:N or mps; "
-        "a missing accelerator falls back to the CPU with a notice on stderr (default: %(default)s)",
-    )
+    add_decoding_arguments(parser)
     parser.add_argument(
         "--batch-size",
         type=int,
