@@ -8,7 +8,9 @@ the model's train/eval mode, so one model can serve many threads.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
 
 import torch
 
@@ -97,6 +99,108 @@ def _strip(ids: list[int], eos_id: int, pad_id: int) -> list[int]:
     return out
 
 
+@dataclass
+class BeamNode:
+    """One hypothesis beam search looked at: the root (BOS and the prefix) or a candidate extension."""
+
+    id: int
+    parent: int | None  # None for the root
+    step: int  # search step that proposed it (1 = first token after the prefix); 0 for the root
+    token: int  # the token it adds (BOS for the root)
+    log_prob: float  # cumulative log-probability of the tokens after the prefix
+    score: float  # log_prob / length_penalty(prefix + step): what the search ranks finished hypotheses by
+    rank: int  # position among the step's candidates (the top 2 * beam_size extensions), best first
+    status: str  # "kept" (a live beam), "pruned" (a candidate not kept), "finished" (EOS or length limit), "root"
+    final_rank: int | None = None  # position in beam_search's result; None when it is not returned
+    piece: str = ""  # the token's piece, filled in by Translator.beam_tree
+
+
+@dataclass
+class BeamTree:
+    """One sentence's beam search as plain data: every candidate of every step, linked to its parent.
+
+    ``hypotheses`` is exactly what beam_search returns for the sentence; the nodes with a
+    ``final_rank`` are those hypotheses. Candidates beyond the top 2 * beam_size of a step are
+    never examined by the search and are not recorded.
+    """
+
+    nodes: list[BeamNode]
+    hypotheses: list[Hypothesis]
+    prefix: list[int]
+    beam_size: int
+    alpha: float
+    max_len: int  # tokens the search could add after the prefix
+    stop: str  # why the search ended: "bound" (no live beam can beat the finished ones), "max_len", "no live beam"
+    source_text: str = ""
+    source_ids: list[int] = field(default_factory=list)
+    source_pieces: list[str] = field(default_factory=list)
+    prefix_pieces: list[str] = field(default_factory=list)
+
+    def path(self, node_id: int) -> list[BeamNode]:
+        """The nodes from the root's first child down to ``node_id``."""
+        path = []
+        node = self.nodes[node_id]
+        while node.parent is not None:
+            path.append(node)
+            node = self.nodes[node.parent]
+        return path[::-1]
+
+    def sequence(self, node_id: int) -> list[int]:
+        """Output ids of the hypothesis ending at ``node_id`` (prefix included, BOS excluded)."""
+        return self.prefix + [node.token for node in self.path(node_id)]
+
+    def trace_row(self, node_id: int) -> int:
+        """The decoder attention row of the step that chose the node, in a trace forced on ``sequence(node_id)``."""
+        return len(self.prefix) + self.nodes[node_id].step - 1
+
+    def results(self) -> list[BeamNode]:
+        """The returned hypotheses' nodes, best first."""
+        return sorted((n for n in self.nodes if n.final_rank is not None), key=lambda n: n.final_rank)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> BeamTree:
+        values = dict(data)
+        values["nodes"] = [BeamNode(**node) for node in data["nodes"]]
+        values["hypotheses"] = [Hypothesis(**hypothesis) for hypothesis in data["hypotheses"]]
+        return cls(**values)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), ensure_ascii=False)
+
+    @classmethod
+    def from_json(cls, text: str) -> BeamTree:
+        return cls.from_dict(json.loads(text))
+
+
+class _TreeRecorder:
+    """Builds one sentence's BeamTree while the search runs; only made when a tree is asked for."""
+
+    def __init__(self, bos_id: int, beams: int) -> None:
+        self.nodes = [BeamNode(0, None, 0, bos_id, 0.0, 0.0, 0, "root")]
+        self.beam_nodes = [0] + [-1] * (beams - 1)  # node of each live beam; only beam 0 is alive at first
+        self.next_beam_nodes = [-1] * beams
+        self.finished: list[tuple[Hypothesis, int]] = []
+        self.stop = ""
+
+    def add(self, step: int, beam: int, token: int, log_prob: float, score: float, rank: int, status: str) -> int:
+        node = BeamNode(len(self.nodes), self.beam_nodes[beam], step, token, log_prob, score, rank, status)
+        self.nodes.append(node)
+        return node.id
+
+    def finish(self, hypothesis: Hypothesis, node_id: int) -> None:
+        self.nodes[node_id].status = "finished"
+        self.finished.append((hypothesis, node_id))
+
+    def tree(self, hypotheses: list[Hypothesis], prefix: list[int], beams: int, alpha: float, limit: int) -> BeamTree:
+        for rank, hypothesis in enumerate(hypotheses):
+            node_id = next(node for kept, node in self.finished if kept is hypothesis)
+            self.nodes[node_id].final_rank = rank
+        return BeamTree(self.nodes, hypotheses, list(prefix), beams, alpha, limit, self.stop)
+
+
 @torch.inference_mode()
 def beam_search(
     model: Transformer,
@@ -114,6 +218,39 @@ def beam_search(
     are added, and the length penalty is at most that of max_len), so with a beam as wide
     as the search space the result equals exhaustive search.
     """
+    return _search(model, src_ids, beam_size, max_len, alpha, prefix, None)
+
+
+@torch.inference_mode()
+def beam_search_tree(
+    model: Transformer,
+    src_ids: torch.Tensor,
+    beam_size: int = 5,
+    max_len: int | None = None,
+    alpha: float = 0.6,
+    prefix: list[int] | None = None,
+) -> list[BeamTree]:
+    """beam_search, recording every candidate it examines: per sentence a BeamTree whose
+    ``hypotheses`` are exactly beam_search's result (the same code runs, with a recorder)."""
+    recorders = [_TreeRecorder(model.config.bos_id, beam_size) for _ in range(src_ids.size(0))]
+    results = _search(model, src_ids, beam_size, max_len, alpha, prefix, recorders)
+    limits = row_limits(model, src_ids, len(prefix or []), max_len)
+    return [
+        recorder.tree(hypotheses, list(prefix or []), beam_size, alpha, limit)
+        for recorder, hypotheses, limit in zip(recorders, results, limits, strict=True)
+    ]
+
+
+def _search(
+    model: Transformer,
+    src_ids: torch.Tensor,
+    beam_size: int,
+    max_len: int | None,
+    alpha: float,
+    prefix: list[int] | None,
+    recorders: list[_TreeRecorder] | None,
+) -> list[list[Hypothesis]]:
+    """The one beam search implementation; ``recorders`` (one per sentence) also record the tree."""
     if beam_size < 1:
         raise ValueError("beam_size must be at least 1")
     config = model.config
@@ -144,34 +281,53 @@ def beam_search(
         origins = torch.arange(batch, device=src_ids.device).repeat_interleave(beams) * beams  # (B*K,)
         next_tokens = torch.full((batch * beams,), config.pad_id, dtype=torch.long, device=src_ids.device)
         generated = tokens.size(1)  # length after adding this step's token (BOS excluded)
+        penalty = length_penalty(generated, alpha)
         for b in range(batch):
             if done[b]:
                 continue
+            recorder = recorders[b] if recorders is not None else None
             kept = 0
             for rank, (score, index) in enumerate(zip(top_scores[b], top_index[b], strict=True)):
-                if score == float("-inf") or kept == beams:
+                if score == float("-inf") or (kept == beams and recorder is None):
                     break
-                origin, token = b * beams + index // vocab, index % vocab
+                beam, token = index // vocab, index % vocab
+                if recorder is not None:
+                    node = recorder.add(step + 1, beam, token, score, score / penalty, rank, "pruned")
+                if kept == beams:  # only when recording: the remaining candidates stay pruned
+                    continue
                 if token == config.eos_id:
                     if rank < beams:
-                        sequence = tokens[origin, 1:].tolist() + [token]
-                        finished[b].append(Hypothesis(sequence, score / length_penalty(generated, alpha), score))
+                        sequence = tokens[b * beams + beam, 1:].tolist() + [token]
+                        finished[b].append(Hypothesis(sequence, score / penalty, score))
+                        if recorder is not None:
+                            recorder.finish(finished[b][-1], node)
                     continue
                 new_scores[b, kept] = score
-                origins[b * beams + kept] = origin
+                origins[b * beams + kept] = b * beams + beam
                 next_tokens[b * beams + kept] = token
+                if recorder is not None:
+                    recorder.nodes[node].status = "kept"
+                    recorder.next_beam_nodes[kept] = node
                 kept += 1
             if step + 1 == limits[b]:  # this sentence's limit: live beams end here without EOS
                 for k in range(kept):
                     sequence = tokens[origins[b * beams + k], 1:].tolist() + [int(next_tokens[b * beams + k])]
                     score = float(new_scores[b, k])
-                    finished[b].append(Hypothesis(sequence, score / length_penalty(generated, alpha), score))
+                    finished[b].append(Hypothesis(sequence, score / penalty, score))
+                    if recorder is not None:
+                        recorder.finish(finished[b][-1], recorder.next_beam_nodes[k])
                 done[b] = True
+                if recorder is not None:
+                    recorder.stop = "max_len"
             finished[b].sort(key=lambda h: h.score, reverse=True)
             del finished[b][beams:]
             if len(finished[b]) == beams and not done[b]:
                 best_alive = float(new_scores[b].max())
                 done[b] = best_alive == float("-inf") or best_alive / longest_penalty[b] <= finished[b][-1].score
+                if recorder is not None and done[b]:
+                    recorder.stop = "no live beam" if best_alive == float("-inf") else "bound"
+            if recorder is not None:
+                recorder.beam_nodes, recorder.next_beam_nodes = recorder.next_beam_nodes, [-1] * beams
         if all(done):
             break
         tokens = torch.cat([tokens.index_select(0, origins), next_tokens[:, None]], dim=1)

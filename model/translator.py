@@ -13,10 +13,12 @@ from typing import Any, TypeVar
 import numpy as np
 import torch
 
-from model.decoding import beam_search, default_max_len, forced_pass, greedy_decode
+from model.decoding import BeamTree, beam_search, beam_search_tree, default_max_len, forced_pass, greedy_decode
+from model.internals import AttentionStages, attention_stages
 from model.tokenizer import Tokenizer
 from model.trace import Trace
 from model.transformer import Transformer
+from model.whatif import fork_prefix, resolve_choice
 
 Result = TypeVar("Result")
 OOM_NOTICE = "The GPU ran out of memory, so this request ran on the CPU instead (slower, same result)."
@@ -125,15 +127,171 @@ class Translator:
         top_k: int = 5,
         target: str | None = None,
         prefix: str | None = None,
+        *,
+        target_ids: list[int] | None = None,
+        prefix_ids: list[int] | None = None,
     ) -> Trace:
         """Translate (or, with ``target``, teacher-force) one sentence and record every step.
 
-        ``prefix``: force the first output tokens and let the model continue from there.
+        ``prefix``: force the first output tokens and let the model continue from there
+        (``max_len`` then counts the tokens after the prefix). ``target_ids`` and
+        ``prefix_ids`` do the same with target token ids instead of text (BOS left out;
+        ``target_ids`` is read exactly as given, so EOS only when it is there), e.g. a beam
+        search hypothesis or a what-if fork.
         """
-        trace, notice = self._run(lambda m, d: self._trace_on(m, d, text, beam_size, max_len, top_k, target, prefix))
+        if target is not None and target_ids is not None:
+            raise ValueError("give target or target_ids, not both")
+        if prefix is not None and prefix_ids is not None:
+            raise ValueError("give prefix or prefix_ids, not both")
+        room = self.config.max_len - 1  # decoder positions: BOS and the output
+        if target is not None:
+            target_ids = self.target_ids(target, room - 1) + [self.config.eos_id]
+        elif target_ids is not None:
+            target_ids = self._checked_output(target_ids, "target_ids")
+            if not target_ids:
+                raise ValueError("target_ids is empty: give at least one token to force")
+        if prefix_ids is not None:
+            prefix_ids = self._checked_output(prefix_ids, "prefix_ids")
+        else:
+            prefix_ids = self.target_ids(prefix, room - 1) if prefix else []
+        settings = {"target": target, "prefix": prefix, "target_ids": target_ids, "prefix_ids": prefix_ids}
+        trace, notice = self._run(
+            lambda m, d: self._trace_on(m, d, text, beam_size, max_len or None, top_k, target_ids, prefix_ids, settings)
+        )
         if notice:
             trace.settings["notice"] = notice
         return trace
+
+    def _checked_output(self, ids: list[int], name: str) -> list[int]:
+        """Target ids the decoder could have produced: in the vocabulary, no padding or BOS, EOS only last."""
+        config = self.config
+        ids = [int(token) for token in ids]
+        if len(ids) > config.max_len - 1:
+            raise ValueError(f"{name} has {len(ids)} tokens; the model reads at most {config.max_len - 1}")
+        for position, token in enumerate(ids):
+            if not 0 <= token < config.tgt_vocab_size or token in (config.pad_id, config.bos_id):
+                raise ValueError(f"{name}[{position}] = {token} is not a token the decoder can produce")
+            if token == config.eos_id and position != len(ids) - 1:
+                raise ValueError(f"{name}[{position}] is EOS but is not the last token")
+        return ids
+
+    def fork(self, original: Trace, step: int, token: int | str, top_k: int | None = None) -> Trace:
+        """What-if decoding: ``original``'s output before ``step``, ``token`` at ``step``, then the model continues.
+
+        ``token`` is a target token id (e.g. ``original.topk_ids[step][i]``; EOS ends the
+        translation there) or typed text, encoded as a new word: when it is several pieces all
+        are forced, one per step, and ``settings["fork"]["notice"]`` says so. The rest is
+        decoded as the original was: greedy or beam search with its beam size, and within its
+        output length limit (so forking with the token a greedy original took gives the
+        original back). Steps before ``step`` read the same input as the original's, so their
+        probabilities and attention rows are the original's. The returned Trace's
+        ``settings["fork"]`` holds the step, the forced ids and pieces and the original's ids.
+        """
+        choice = resolve_choice(self.tokenizer, self.config, token)
+        prefix_ids = fork_prefix(original, step, choice, self.config)
+        settings = original.settings
+        original_prefix = list(settings.get("prefix_ids") or [])
+        source_length = len(original.source_ids)
+        total = len(original_prefix) + self._output_limit(
+            self.model, source_length, settings.get("max_len"), original_prefix
+        )
+        room = max(0, total - len(prefix_ids))  # what is left of the original's limit after the forced tokens
+        beam_size = int(settings.get("beam_size", 1))
+        top_k = top_k or int(settings.get("top_k", 5))
+        requested = {"target": None, "prefix": None, "target_ids": None, "prefix_ids": prefix_ids}
+        forked, notice = self._run(
+            lambda m, d: self._trace_on(m, d, original.source_text, beam_size, room, top_k, None, prefix_ids, requested)
+        )
+        if notice:
+            forked.settings["notice"] = notice
+        forked.settings["fork"] = {
+            "step": step,
+            "token_ids": choice.ids,
+            "pieces": choice.pieces,
+            "notice": choice.notice,
+            "original_target_ids": list(original.target_ids),
+        }
+        return forked
+
+    def beam_tree(
+        self,
+        text: str,
+        beam_size: int = 5,
+        max_len: int | None = None,
+        alpha: float = 0.6,
+        prefix_ids: list[int] | None = None,
+    ) -> BeamTree:
+        """The search behind ``trace(text, beam_size, max_len)``: every hypothesis it examined, as plain data.
+
+        Each node has an id, its parent's id, its piece, cumulative log-probability,
+        length-normalised score and status (kept / pruned / finished); ``tree.hypotheses`` is
+        exactly beam search's result (the first one is the trace's translation). Draw it with
+        ``viz.beam.beam_tree_figure``; see one node's attention with ``beam_node_trace``.
+        """
+        source = self.source_ids(text)
+        prefix_ids = self._checked_output(prefix_ids or [], "prefix_ids")
+        if prefix_ids[-1:] == [self.config.eos_id]:
+            raise ValueError("prefix_ids ends with EOS: there is nothing left to search")
+        tree, _ = self._run(lambda m, d: self._beam_tree_on(m, d, source.ids, beam_size, max_len, alpha, prefix_ids))
+        for node, piece in zip(tree.nodes, self.tokenizer.pieces([n.token for n in tree.nodes], "target"), strict=True):
+            node.piece = piece
+        tree.source_text = text
+        tree.source_ids = source.ids
+        tree.source_pieces = self.tokenizer.pieces(source.ids, "source")
+        tree.prefix_pieces = self.tokenizer.pieces(prefix_ids, "target")
+        return tree
+
+    def _beam_tree_on(
+        self,
+        model: Transformer,
+        device: torch.device,
+        source: list[int],
+        beam_size: int,
+        max_len: int | None,
+        alpha: float,
+        prefix_ids: list[int],
+    ) -> BeamTree:
+        limit = self._output_limit(model, len(source), max_len or None, prefix_ids)
+        if limit < 1:
+            raise ValueError(f"a prefix of {len(prefix_ids)} tokens leaves no room to search in this model")
+        src = torch.tensor([source], dtype=torch.long, device=device)
+        return beam_search_tree(model, src, beam_size, max_len=limit, alpha=alpha, prefix=prefix_ids)[0]
+
+    def beam_node_trace(self, tree: BeamTree, node_id: int, top_k: int = 5) -> Trace:
+        """The hypothesis ending at one beam-tree node, teacher-forced: its attention at every step.
+
+        Row ``tree.trace_row(node_id)`` of each decoder attention matrix is the step that chose
+        the node's token (what that beam looked at when it was extended).
+        """
+        if not 0 < node_id < len(tree.nodes):
+            raise ValueError(f"node_id must be in 1..{len(tree.nodes) - 1} (0 is the root), not {node_id}")
+        trace = self.trace(tree.source_text, beam_size=tree.beam_size, top_k=top_k, target_ids=tree.sequence(node_id))
+        trace.settings["beam_node"] = node_id
+        return trace
+
+    def attention_stages(self, trace: Trace, module_name: str, head: int, step: int | None = None) -> AttentionStages:
+        """Inside one head of ``trace``: every stage of its scaled dot-product attention at ``step`` (a query row).
+
+        See model.internals.attention_stages; draw it with viz.internals.attention_stage_figures.
+        """
+        stages, _ = self._run(
+            lambda m, d: attention_stages(
+                m,
+                trace.source_ids,
+                trace.target_ids,
+                module_name,
+                head,
+                step,
+                source_pieces=trace.source_pieces,
+                target_pieces=trace.target_pieces,
+            )
+        )
+        return stages
+
+    def _output_limit(self, model: Transformer, source_length: int, max_len: int | None, prefix: list[int]) -> int:
+        """Tokens decoding may add after the prefix: ``max_len`` (None: the default), within the model's positions."""
+        limit = default_max_len(model, source_length, len(prefix)) if max_len is None else max_len
+        return min(limit, self.config.max_len - 1 - len(prefix))
 
     def _trace_on(
         self,
@@ -143,21 +301,19 @@ class Translator:
         beam_size: int,
         max_len: int | None,
         top_k: int,
-        target: str | None,
-        prefix: str | None,
+        forced_ids: list[int] | None,
+        prefix_ids: list[int],
+        requested: dict[str, Any],
     ) -> Trace:
         config = self.config
         source = self.source_ids(text)
-        room = config.max_len - 2  # BOS and EOS
-        if target is not None:
+        if forced_ids is not None:
             mode = "forced"
-            output = self.target_ids(target, room) + [config.eos_id]
+            output = forced_ids
         else:
-            prefix_ids = self.target_ids(prefix, room) if prefix else []
             mode = "greedy" if beam_size <= 1 else "beam"
-            limit = max_len or default_max_len(model, len(source.ids), len(prefix_ids))
-            limit = min(limit, config.max_len - 1 - len(prefix_ids))
-            if limit > 0:
+            limit = self._output_limit(model, len(source.ids), max_len, prefix_ids)
+            if limit > 0 and prefix_ids[-1:] != [config.eos_id]:
                 output = self._generate(model, device, [source.ids], beam_size, limit, prefix_ids)[0]
             else:
                 output = prefix_ids
@@ -185,8 +341,7 @@ class Translator:
                 "beam_size": beam_size,
                 "max_len": max_len,
                 "top_k": top_k,
-                "target": target,
-                "prefix": prefix,
+                **requested,
                 "truncated": source.truncated,
                 "source_pieces_before_truncation": source.original_length,
             },
