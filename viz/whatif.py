@@ -1,0 +1,113 @@
+"""What-if decoding: the original translation beside a fork (another token at one step), and their attention."""
+
+from __future__ import annotations
+
+import html
+from typing import Any
+
+import numpy as np
+import plotly.graph_objects as go
+
+from model.internals import attention_kind
+from model.trace import Trace
+from viz.attention import attention_heatmap
+from viz.style import ATTENTION_COLORSCALE, base_layout, head_colour
+from viz.tokens import display_labels, word_text
+
+FORK_COLOUR = head_colour(1)
+
+
+def fork_info(forked: Trace) -> dict[str, Any]:
+    """The fork's record (step, forced ids and pieces, original ids), as Translator.fork wrote it."""
+    if "fork" not in forked.settings:
+        raise ValueError("this trace is not a fork: make it with Translator.fork")
+    return forked.settings["fork"]
+
+
+def fork_tokens_figure(original: Trace, forked: Trace, *, title: str = "") -> go.Figure:
+    """Both translations token by token: one row each, one column per step, coloured by the token's probability.
+
+    The forced token(s) are framed. Columns before the fork are the same tokens in both rows
+    (the fork reuses the original's output up to there); after it the model continues on its own.
+    """
+    fork = fork_info(forked)
+    step, forced = fork["step"], len(fork["token_ids"])
+    width = max(original.n_steps, forked.n_steps)
+    z = np.full((2, width), np.nan)
+    text = np.full((2, width), "", dtype=object)
+    for row, trace in enumerate((original, forked)):
+        z[row, : trace.n_steps] = trace.step_probs
+        text[row, : trace.n_steps] = display_labels(trace.predicted_pieces)
+    rows = ["original", "what-if"]
+    customdata = np.stack([np.broadcast_to(np.asarray(rows, dtype=object)[:, None], z.shape), text], axis=-1)
+    figure = go.Figure(
+        go.Heatmap(
+            z=z,
+            x=list(range(width)),
+            y=[0, 1],
+            text=text,
+            texttemplate="%{text}",
+            textfont={"size": 13},
+            customdata=customdata,
+            hovertemplate="%{customdata[0]}, step %{x}: %{customdata[1]}<br>probability %{z:.4f}<extra></extra>",
+            colorscale=ATTENTION_COLORSCALE,
+            zmin=0.0,
+            zmax=1.0,
+            colorbar={"title": {"text": "probability"}},
+            xgap=2,
+            ygap=2,
+        )
+    )
+    figure.add_shape(
+        type="rect",
+        x0=step - 0.5,
+        x1=step + forced - 0.5,
+        y0=0.5,
+        y1=1.5,
+        line={"color": FORK_COLOUR, "width": 3},
+    )
+    figure.add_vline(
+        x=step - 0.5,
+        line={"color": FORK_COLOUR, "dash": "dash"},
+        annotation_text=f"fork at step {step}",
+        annotation_position="top right",
+    )
+    figure.update_yaxes(tickmode="array", tickvals=[0, 1], ticktext=rows, autorange="reversed")
+    figure.update_xaxes(title_text="step (the token output at that step)", dtick=1)
+    return base_layout(figure, html.escape(title), height=260)
+
+
+def fork_attention_figures(
+    original: Trace, forked: Trace, module_name: str, head: int, *, annotate: bool = False
+) -> tuple[go.Figure, go.Figure]:
+    """The same head's attention in the original and in the fork, each with the fork step's row framed.
+
+    Rows are decoding steps (pieces, no merging, so that row t is step t): rows up to the fork
+    step read the same input in both, rows after it read the forced token and what followed.
+    """
+    fork = fork_info(forked)
+    step = fork["step"]
+    chosen = word_text(fork["pieces"])
+    figures = []
+    kind = attention_kind(module_name)
+    for name, trace in (("original", original), (f"what-if: step {step} → {chosen}", forked)):
+        queries = trace.source_pieces if kind == "encoder" else trace.decoder_input_pieces
+        keys = trace.decoder_input_pieces if kind == "decoder" else trace.source_pieces
+        figure = attention_heatmap(
+            trace.attention[module_name][head],
+            queries,
+            keys,
+            annotate=annotate,
+            title=f"{name} — {module_name}, head {head}",
+        )
+        if kind != "encoder":  # encoder attention does not depend on the output: nothing to mark
+            figure.add_shape(
+                type="rect",
+                x0=-0.5,
+                x1=len(keys) - 0.5,
+                y0=step - 0.5,
+                y1=step + 0.5,
+                line={"color": FORK_COLOUR, "width": 2},
+            )
+        figures.append(figure)
+    return figures[0], figures[1]
