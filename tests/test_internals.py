@@ -1,0 +1,156 @@
+"""Inside one head: the staged recomputation equals the captured attention and head output exactly."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from model import load_checkpoint
+from model.internals import attention_kind, attention_stages
+from viz.internals import attention_stage_figures
+
+SENTENCE = "two young girls play with a ball in the park."
+MODULES = [
+    "encoder.layers.0.self_attn",
+    "encoder.layers.1.self_attn",
+    "decoder.layers.0.self_attn",
+    "decoder.layers.1.self_attn",
+    "decoder.layers.0.cross_attn",
+    "decoder.layers.1.cross_attn",
+]
+
+
+@pytest.fixture(scope="module")
+def translator(tiny_checkpoint):
+    return load_checkpoint(tiny_checkpoint, device="cpu")
+
+
+@pytest.fixture(scope="module")
+def trace(translator):
+    return translator.trace(SENTENCE, beam_size=1, max_len=9)
+
+
+def assert_stages_consistent(stages) -> None:
+    """Each stage follows from the previous one as section 3.2.1 says."""
+    np.testing.assert_allclose(stages.scaled, stages.scores * stages.scale, rtol=1e-6, atol=1e-6)
+    assert stages.scale == pytest.approx(1 / np.sqrt(stages.d_k))
+    np.testing.assert_array_equal(np.isinf(stages.masked), ~stages.allowed)
+    np.testing.assert_array_equal(stages.masked[stages.allowed], stages.scaled[stages.allowed])
+    assert np.all(stages.probs[~stages.allowed] == 0.0)
+    np.testing.assert_allclose(stages.probs.sum(axis=-1), 1.0, atol=1e-6)
+    expected_norms = stages.probs * np.linalg.norm(stages.v, axis=-1)[None, :]
+    np.testing.assert_allclose(stages.contribution_norms, expected_norms, rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(stages.output, stages.probs.astype(np.float64) @ stages.v, atol=1e-5)
+
+
+@pytest.mark.parametrize("module_name", MODULES)
+def test_stages_recompute_the_captured_attention_of_the_head(translator, trace, module_name):
+    queries = len(trace.source_ids) if attention_kind(module_name) == "encoder" else trace.n_steps
+    for head in (0, 2, 3):
+        for step in (0, queries // 2, queries - 1):
+            stages = translator.attention_stages(trace, module_name, head, step)
+            np.testing.assert_allclose(stages.probs, stages.captured_probs, rtol=0, atol=1e-6)
+            np.testing.assert_allclose(stages.output, stages.captured_output, rtol=0, atol=1e-6)
+            # the trace's attention comes from its own teacher-forced pass
+            np.testing.assert_allclose(stages.probs[0], trace.attention[module_name][head, step], rtol=0, atol=1e-6)
+            assert_stages_consistent(stages)
+
+
+def test_causal_mask_of_decoder_self_attention(translator, trace):
+    stages = translator.attention_stages(trace, "decoder.layers.1.self_attn", 1)
+    steps = trace.n_steps
+    causal = np.tril(np.ones((steps, steps), dtype=bool))
+    np.testing.assert_array_equal(stages.causal_allowed, causal)
+    np.testing.assert_array_equal(stages.allowed, causal)
+    assert np.all(stages.probs[~causal] == 0.0)
+    np.testing.assert_allclose(stages.probs, trace.attention["decoder.layers.1.self_attn"][1], rtol=0, atol=1e-6)
+    assert stages.query_pieces == stages.key_pieces == trace.decoder_input_pieces
+    assert_stages_consistent(stages)
+    single = translator.attention_stages(trace, "decoder.layers.1.self_attn", 1, 3)
+    np.testing.assert_array_equal(single.causal_allowed[0], causal[3])
+    assert single.query_pieces == [trace.decoder_input_pieces[3]]
+
+
+@pytest.mark.parametrize("module_name", ["encoder.layers.1.self_attn", "decoder.layers.1.cross_attn"])
+def test_padded_source_keys_are_masked_and_change_nothing_else(translator, trace, module_name):
+    pad = translator.config.pad_id
+    padded_source = trace.source_ids + [pad, pad, pad]
+    real = len(trace.source_ids)
+    for head in range(translator.config.n_heads):
+        plain = attention_stages(translator.model, trace.source_ids, trace.target_ids, module_name, head, 2)
+        padded = attention_stages(translator.model, padded_source, trace.target_ids, module_name, head, 2)
+        np.testing.assert_array_equal(padded.padding_allowed, [True] * real + [False] * 3)
+        assert padded.causal_allowed is None
+        assert np.all(padded.probs[:, real:] == 0.0)
+        np.testing.assert_allclose(padded.probs, padded.captured_probs, rtol=0, atol=1e-6)
+        np.testing.assert_allclose(padded.probs[:, :real], plain.probs, rtol=0, atol=1e-6)
+        assert_stages_consistent(padded)
+
+
+def test_padded_target_keys_are_masked_together_with_the_causal_mask(translator, trace):
+    pad = translator.config.pad_id
+    target = trace.target_ids + [pad, pad]
+    stages = attention_stages(translator.model, trace.source_ids, target, "decoder.layers.0.self_attn", 2)
+    steps = len(target) - 1  # the decoder reads every target id but the last: one padded key
+    padding = np.array([True] * len(trace.target_ids) + [False])
+    np.testing.assert_array_equal(stages.padding_allowed, padding)
+    np.testing.assert_array_equal(stages.allowed, np.tril(np.ones((steps, steps), dtype=bool)) & padding[None, :])
+    np.testing.assert_allclose(stages.probs, stages.captured_probs, rtol=0, atol=1e-6)
+    assert_stages_consistent(stages)
+
+
+def test_shapes_are_stated(translator, trace):
+    stages = translator.attention_stages(trace, "decoder.layers.0.cross_attn", 0, 1)
+    keys, d_k = len(trace.source_ids), translator.config.d_model // translator.config.n_heads
+    shapes = stages.shapes()
+    assert shapes["q"] == (1, d_k) and shapes["k"] == shapes["v"] == (keys, d_k)
+    for name in ("scores", "scaled", "allowed", "masked", "probs", "contribution_norms", "captured_probs"):
+        assert shapes[name] == (1, keys)
+    assert shapes["output"] == shapes["captured_output"] == (1, d_k)
+    assert "causal_allowed" not in shapes  # cross-attention has no causal mask
+
+
+def test_bad_module_head_or_step_is_refused(translator, trace):
+    with pytest.raises(ValueError, match="not an attention module"):
+        translator.attention_stages(trace, "decoder.layers.0.feed_forward", 0, 0)
+    with pytest.raises(ValueError, match="no attention module"):
+        translator.attention_stages(trace, "decoder.layers.7.self_attn", 0, 0)
+    with pytest.raises(ValueError, match="head must be"):
+        translator.attention_stages(trace, "decoder.layers.0.self_attn", translator.config.n_heads, 0)
+    with pytest.raises(ValueError, match="step must be"):
+        translator.attention_stages(trace, "decoder.layers.0.self_attn", 0, trace.n_steps)
+    with pytest.raises(ValueError, match="step must be"):
+        translator.attention_stages(trace, "encoder.layers.0.self_attn", 0, -1)
+
+
+def test_stage_figures_carry_the_stages_with_their_shapes(translator, trace):
+    stages = translator.attention_stages(trace, "decoder.layers.1.self_attn", 3, 4)
+    figures = attention_stage_figures(stages)
+    keys, d_k = trace.n_steps, stages.d_k  # every decoder input is a key; step 4 may use the first 5
+    assert keys > 5
+    titles = {name: figure.layout.title.text for name, figure in figures.items()}
+    assert titles["scores"] == f"Q·Kᵀ (1 × {keys})"
+    assert titles["q"] == f"Q: query (1 × {d_k})"
+    assert titles["k"] == f"K: keys ({keys} × {d_k})" and titles["v"] == f"V: values ({keys} × {d_k})"
+    assert titles["scaled"] == f"scaled by 1/√d_k = 1/√{d_k} (1 × {keys})"
+    assert titles["mask"] == f"mask: padding and causal (1 × {keys})"
+    assert titles["output"] == f"output Σ_j p_j v_j (1 × {d_k})"
+    for name, array in (("scores", stages.scores), ("softmax", stages.probs), ("output", stages.output)):
+        np.testing.assert_allclose(np.asarray(figures[name].data[0].z, dtype=float), array, rtol=1e-6)
+    masked = np.asarray(figures["masked"].data[0].z, dtype=float)
+    assert np.all(np.isnan(masked[0, 5:])) and np.all(np.isfinite(masked[0, :5]))  # keys after step 4 are hidden
+    assert list(figures["masked"].data[0].text[0, 5:]) == ["−∞"] * (keys - 5)
+    assert list(figures["mask"].data[0].text[0]) == ["allowed"] * 5 + ["hidden: future"] * (keys - 5)
+
+
+def test_stage_figure_labels_are_escaped(translator, trace):
+    stages = translator.attention_stages(trace, "decoder.layers.0.cross_attn", 0, 2)
+    hostile = dataclasses.replace(
+        stages, query_pieces=["<b>q</b>"], key_pieces=["\u2581<script>x</script>"] * len(stages.key_pieces)
+    )
+    for figure in attention_stage_figures(hostile).values():
+        labels = list(figure.layout.yaxis.ticktext) + list(figure.layout.xaxis.ticktext or [])
+        assert labels and not any("<b>" in label or "<script>" in label for label in labels)
+        assert any("&lt;" in label for label in labels)
