@@ -180,6 +180,32 @@ def scan_checkpoints(root: str | Path) -> list[CheckpointEntry]:
     return entries
 
 
+SNAPSHOT_STAGES = ("untrained", "early")  # snapshot folder names in training order; the checkpoint itself is "final"
+FINAL_STAGE = "final"
+
+
+def find_snapshots(path: str | Path) -> dict[str, Path]:
+    """The training stages of a checkpoint, oldest first: ``{"untrained": ..., "early": ..., "final": path}``.
+
+    A stage is a sub-folder of ``path/snapshots/`` holding a config.json (a full checkpoint
+    folder, written by ``python -m model.train --snapshot-steps``). The names in
+    SNAPSHOT_STAGES come first in that order, any other stage after them by name; the
+    checkpoint folder itself is always the last stage, "final" (a ``snapshots/final/`` folder
+    is the same weights and is skipped). Only discovery: loading a stage validates it.
+    """
+    folder = Path(path)
+    snapshots = folder / "snapshots"
+    found = (
+        {child.name: child for child in snapshots.iterdir() if (child / "config.json").is_file()}
+        if snapshots.is_dir()
+        else {}
+    )
+    found.pop(FINAL_STAGE, None)
+    known = [name for name in SNAPSHOT_STAGES if name in found]
+    others = sorted(name for name in found if name not in SNAPSHOT_STAGES and not name.startswith("."))
+    return {**{name: found[name] for name in known + others}, FINAL_STAGE: folder}
+
+
 def load_checkpoint(path: str | Path, device: str = "auto") -> Translator:
     """Load a checkpoint folder onto CUDA when available (then MPS, then CPU) -> Translator."""
     folder = Path(path)
