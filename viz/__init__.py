@@ -17,7 +17,11 @@ from viz.attention import (
     mean_over_heads,
 )
 from viz.decoding import step_attention, token_probabilities, top_k_figure
+from viz.evolution import evolution_figure
+from viz.export import LessonSection, lesson_html
 from viz.positional import encoding_norms, positional_curves, positional_matrix, positional_similarity
+from viz.presenter import enlarge
+from viz.quiz import Guess, QuizScore, StepScore, StepTruth, score_step, step_truth, total_score
 from viz.style import ATTENTION_COLORSCALE, chart_config, power_colorscale
 from viz.tokens import TokenAttention, display_piece, select_tokens
 from viz.trace_views import ATTENTION_KINDS, AttentionAxes, DecodingStep, attention_axes, decoding_step
@@ -27,6 +31,11 @@ __all__ = [
     "ATTENTION_KINDS",
     "AttentionAxes",
     "DecodingStep",
+    "Guess",
+    "LessonSection",
+    "QuizScore",
+    "StepScore",
+    "StepTruth",
     "TokenAttention",
     "aggregate_figure",
     "attention_axes",
@@ -37,15 +46,21 @@ __all__ = [
     "decoding_step",
     "display_piece",
     "encoding_norms",
+    "enlarge",
+    "evolution_figure",
     "head_view",
+    "lesson_html",
     "max_over_heads",
     "mean_over_heads",
     "positional_curves",
     "positional_matrix",
     "positional_similarity",
     "power_colorscale",
+    "score_step",
     "select_tokens",
     "step_attention",
+    "step_truth",
     "token_probabilities",
     "top_k_figure",
+    "total_score",
 ]

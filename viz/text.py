@@ -149,4 +149,47 @@ EXPLANATIONS: dict[str, str] = {
         "Hiding special tokens removes their rows and columns **without renormalising**: the weight "
         "that went to <s> or </s> simply disappears, so rows may sum to less than 1."
     ),
+    "quiz": (
+        "**Predict, then reveal.** Before each step is shown, guess where the model will look in the "
+        "source and which token it will write, then reveal. *Where it looks* is the source word with "
+        "the largest cross-attention weight at this step in the chosen decoder layer, for the chosen "
+        "head or the mean over its heads (a word's pieces are added up; </s> counts as a word). "
+        "*What it writes* is right when you pick the token the model output. Each answered question "
+        "is one point."
+    ),
+    "evolution": (
+        "**Training evolution.** The same head for the same sentence, saved at several moments of "
+        "training: before any update (untrained), early in training, and the finished model. Every "
+        "stage reads the same target (the finished model's translation, or the target you typed), so "
+        "rows and columns mean the same in each panel and only the weights differ. An untrained head "
+        "spreads its attention almost evenly; training sharpens it. Below the chart, each stage "
+        "translates the sentence on its own."
+    ),
+    "presenter": (
+        "Presenter mode: large text and figures, fewer controls, one view at a time. Step through "
+        "decoding with the ← and → keys (Home and End jump to the first and last step)."
+    ),
+    "export": (
+        "One HTML file with this sentence's translation and the views on screen now (charts included, "
+        "no internet needed to open it); print it from the browser for a handout."
+    ),
 }
+
+STAGE_NAMES = {"untrained": "untrained", "early": "early in training", "final": "finished model"}
+
+
+def stage_label(stage: str, card: dict[str, Any]) -> str:
+    """A training stage's name for a chart, with its update count from the snapshot's card when known."""
+    name = STAGE_NAMES.get(stage, stage)
+    step = card.get("step")
+    return f"{name} (update {step:,})" if isinstance(step, int) and stage != "final" else name
+
+
+def no_snapshots(checkpoint: str) -> str:
+    """Why the training-evolution view is empty for a checkpoint (Markdown)."""
+    return (
+        f"The checkpoint **{escape_markdown(checkpoint)}** has no training snapshots, so there is nothing "
+        "to compare. A checkpoint folder gets them as `snapshots/untrained/` and `snapshots/early/` "
+        "(full checkpoint folders, written by `python -m model.train --snapshot-steps`); pick a "
+        "checkpoint that has them, e.g. multi30k-en-de."
+    )

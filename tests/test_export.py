@@ -1,0 +1,135 @@
+"""The lesson export (viz.export): one self-contained HTML file that draws its charts with no network.
+
+The browser test opens the file in Debian's headless Chromium (skipped with the reason when it
+is missing, except under CI=true, where a missing browser fails).
+"""
+
+from __future__ import annotations
+
+import html
+import os
+import re
+import tempfile
+from pathlib import Path
+
+import pytest
+
+import viz
+from model import load_checkpoint
+from viz.export import LessonSection, lesson_html, markdown_html
+from viz.text import CAVEAT, EXPLANATIONS
+
+HOSTILE = "<script>alert('x')</script> **not bold** & <b>b</b>"
+EXTERNAL_REFERENCE = re.compile(r"""<(?:script|link|img|iframe)\b[^>]*\b(?:src|href)\s*=""", re.IGNORECASE)
+WAIT_S = 60  # an upper bound for plotly to draw on a busy 2-core machine, not a timing assertion
+
+
+@pytest.fixture(scope="module")
+def lesson(tiny_checkpoint) -> tuple[str, list[LessonSection]]:
+    """A lesson with real figures of the tiny checkpoint, of several kinds (bars, heatmaps, subplots, lines)."""
+    trace = load_checkpoint(tiny_checkpoint, device="cpu").trace("the girl sits.", beam_size=1)
+    axes = viz.attention_axes(trace, "cross")
+    step = viz.decoding_step(trace, 0, 1)
+    sections = [
+        LessonSection(
+            "Probability of each output token",
+            "",
+            viz.token_probabilities(trace.predicted_pieces, trace.step_probs, title="Probabilities"),
+        ),
+        LessonSection(
+            "Step 1", EXPLANATIONS["step"], viz.step_attention(step.cross_rows, trace.source_pieces, title="Step 1")
+        ),
+        LessonSection(
+            "Cross-attention",
+            EXPLANATIONS["cross"],
+            viz.attention_heatmap(axes.stack[0, 0], axes.query_pieces, axes.key_pieces, title="One head"),
+        ),
+        LessonSection(
+            "All heads",
+            EXPLANATIONS["grid"],
+            viz.attention_grid(axes.stack, axes.query_pieces, axes.key_pieces, title="All heads"),
+        ),
+        LessonSection(
+            "Head view",
+            EXPLANATIONS["heads"],
+            viz.head_view(axes.stack[1], axes.query_pieces, axes.key_pieces, title="Head view"),
+        ),
+        LessonSection("Translation at each stage", rows=[("untrained", HOSTILE), ("final", trace.translation)]),
+    ]
+    facts = [("Source sentence", trace.source_text), ("Translation", trace.translation), ("Note", HOSTILE)]
+    return lesson_html("A lesson", sections, facts=facts, caveat=CAVEAT), sections
+
+
+def test_the_file_is_self_contained(lesson):
+    document, sections = lesson
+    assert not EXTERNAL_REFERENCE.search(document)  # no script, style sheet, image or frame loaded from anywhere
+    assert "plotly.js v" in document and document.count("<script>") == 1 + sum(s.figure is not None for s in sections)
+    assert document.count("Plotly.newPlot(") == sum(section.figure is not None for section in sections)
+
+
+def test_text_is_escaped_and_explanations_keep_their_emphasis(lesson):
+    document, _ = lesson
+    assert "<script>alert" not in document and "<b>b</b>" not in document
+    assert f"<dd>{html.escape(HOSTILE)}</dd>" in document  # facts: literal text, no Markdown
+    assert f"<th>untrained</th><td>{html.escape(HOSTILE)}</td>" in document  # table rows too
+    assert "<strong>Cross-attention.</strong>" in document  # the explanation's **bold**
+    assert "<em>reads from</em>" in document  # the caveat's *italics*
+    assert [match.group(1) for match in re.finditer(r"<section><h2>(.*?)</h2>", document)][:3] == [
+        "Probability of each output token",
+        "Step 1",
+        "Cross-attention",
+    ]
+
+
+def test_markdown_html_supports_only_the_explanations_subset():
+    assert markdown_html("**a** and *b* and `c`\n\nnext") == (
+        "<p><strong>a</strong> and <em>b</em> and <code>c</code></p>\n<p>next</p>"
+    )
+    assert markdown_html("2 * 3 * 4") == "<p>2 * 3 * 4</p>"  # spaced asterisks are not emphasis
+    assert markdown_html("<i>x</i> [link](http://x)") == "<p>&lt;i&gt;x&lt;/i&gt; [link](http://x)</p>"
+    assert markdown_html("") == ""
+
+
+@pytest.fixture(scope="module")
+def browser_ready() -> None:
+    from browser_utils import missing_browser
+
+    reason = missing_browser()
+    if reason and os.environ.get("CI") == "true":
+        pytest.fail(f"browser tests must run in CI: {reason}")
+    if reason:
+        pytest.skip(reason)
+
+
+READ_CHARTS = """
+return Array.from(document.querySelectorAll('.js-plotly-plot')).map(gd => ({
+    title: (gd.layout && gd.layout.title && gd.layout.title.text) || '',
+    marks: gd.querySelectorAll('.overplot .point, .overplot .js-line, .overplot .hm image').length,
+    drawn: gd.querySelectorAll('.main-svg').length > 0 && !!gd._fullLayout,
+}));
+"""
+
+
+@pytest.mark.browser
+def test_the_file_opens_offline_in_chromium_with_every_chart_drawn(browser_ready, lesson, tmp_path):
+    from browser_utils import chromium
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    document, sections = lesson
+    path = tmp_path / "lesson.html"
+    path.write_text(document, encoding="utf-8")
+    expected = [section.figure.layout.title.text or "" for section in sections if section.figure is not None]
+    with chromium(Path(tempfile.mkdtemp(prefix="chromium-profile-"))) as driver:
+        driver.get(path.as_uri())
+        WebDriverWait(driver, WAIT_S, poll_frequency=0.5).until(
+            lambda d: [chart["drawn"] for chart in d.execute_script(READ_CHARTS)] == [True] * len(expected),
+            "the charts were never drawn",
+        )
+        charts = driver.execute_script(READ_CHARTS)
+        assert [chart["title"] for chart in charts] == expected
+        assert all(chart["marks"] > 0 for chart in charts), charts  # bars, lines or heatmap images
+        resources = driver.execute_script("return performance.getEntriesByType('resource').map(e => e.name)")
+        assert [name for name in resources if not name.startswith(("file:", "data:", "blob:"))] == []
+        errors = [entry for entry in driver.get_log("browser") if entry["level"] == "SEVERE"]
+        assert errors == []
+        assert driver.execute_script("return document.querySelectorAll('b').length") == 0  # the hostile text
