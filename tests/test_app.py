@@ -246,7 +246,7 @@ def test_stepping_and_switching_views_never_run_the_model_again(app, monkeypatch
 
 def test_trace_downloads(app):
     labels = [button.proto.label for button in app.get("download_button")]
-    assert labels == ["Download trace (JSON)", "Download trace (NPZ)"]
+    assert labels == ["Download trace (JSON)", "Download trace (NPZ)", "Download lesson (HTML)"]
 
 
 def test_real_default_checkpoint(monkeypatch):

@@ -1,0 +1,507 @@
+"""Classroom mode: the state in the URL (both ways, and Back), presenter mode, quiz, training evolution, lesson export.
+
+App tests run app.py under AppTest on small random checkpoints, one of them with training
+snapshots made here; the Back button is also tried in a real headless Chromium (skipped with
+the reason when it is missing, except under CI=true).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import re
+import shutil
+import tempfile
+from functools import partial
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from streamlit.runtime.media_file_manager import MediaFileManager
+from streamlit.runtime.scriptrunner_utils.script_requests import RerunData
+from streamlit.testing.v1 import AppTest, local_script_runner
+
+import viz
+from model import Transformer, load_checkpoint
+from model.checkpoint import find_snapshots, save_checkpoint
+from tests.conftest import small_config
+from viz.quiz import step_truth
+from viz.text import no_snapshots
+
+REPO = Path(__file__).resolve().parents[1]
+APP = str(REPO / "app.py")
+CHECKPOINTS_ENV = "ATTENTION_EXPLORER_CHECKPOINTS"
+SENTENCE = "a man rides a blue bike in the park."  # words the toy tokenizer knows
+EXTERNAL_SCRIPT = re.compile(r"<script\b[^>]*\bsrc\s*=", re.IGNORECASE)
+
+
+# --- fixtures ---
+
+
+def random_model(vocab: int, seed: int) -> Transformer:
+    torch.manual_seed(seed)
+    return Transformer(small_config(vocab, share_embeddings=True, tie_output=True, output_bias=False)).eval()
+
+
+@pytest.fixture(scope="module")
+def checkpoints(tmp_path_factory, tiny_checkpoint, toy_tokenizer) -> Path:
+    """tiny-en-de with snapshots/untrained and snapshots/early (other random weights), toy-plain-en-de without any."""
+    folder = tmp_path_factory.mktemp("classroom-checkpoints")
+    shutil.copytree(tiny_checkpoint, folder / "tiny-en-de")
+    shutil.copytree(tiny_checkpoint, folder / "toy-plain-en-de")
+    vocab = toy_tokenizer.vocab_size("source")
+    card = {"source_language": "en", "target_language": "de"}
+    for seed, (stage, step) in enumerate([("untrained", 0), ("early", 10)], start=1):
+        save_checkpoint(
+            folder / "tiny-en-de" / "snapshots" / stage,
+            random_model(vocab, seed),
+            toy_tokenizer,
+            {**card, "snapshot": stage, "step": step, "description": f"{stage} weights (tests)"},
+        )
+    return folder
+
+
+@pytest.fixture
+def new_app(monkeypatch, checkpoints):
+    """Make an AppTest (not yet run) on the classroom checkpoints, opened at the given URL parameters."""
+    monkeypatch.setenv(CHECKPOINTS_ENV, str(checkpoints))
+
+    def make(**query: str) -> AppTest:
+        app = AppTest.from_file(APP, default_timeout=60)
+        app.query_params.update(query)
+        return app
+
+    return make
+
+
+@pytest.fixture
+def app(new_app) -> AppTest:
+    return new_app().run()
+
+
+@pytest.fixture
+def lesson_files(monkeypatch) -> dict:
+    """The deferred download callables the page registers, by file name (called here as a click would)."""
+    registered: dict = {}
+    original = MediaFileManager.add_deferred
+
+    def add_deferred(self, data_callable, mimetype, coordinates, file_name=None, **kwargs):
+        registered[file_name] = data_callable
+        return original(self, data_callable, mimetype, coordinates, file_name, **kwargs)
+
+    monkeypatch.setattr(MediaFileManager, "add_deferred", add_deferred)
+    return registered
+
+
+def translator(checkpoints: Path, name: str = "tiny-en-de"):
+    return load_checkpoint(checkpoints / name, device="cpu")
+
+
+def assert_ok(app: AppTest) -> None:
+    assert not app.exception, [error.value for error in app.exception]
+
+
+def chart_titles(app: AppTest) -> list[str]:
+    return [json.loads(chart.proto.spec)["layout"]["title"]["text"] for chart in app.get("plotly_chart")]
+
+
+def chart_titled(app: AppTest, start: str) -> dict:
+    specs = [json.loads(chart.proto.spec) for chart in app.get("plotly_chart")]
+    matches = [spec for spec in specs if spec["layout"]["title"]["text"].startswith(start)]
+    assert len(matches) == 1, chart_titles(app)
+    return matches[0]
+
+
+def plotly_array(value) -> np.ndarray:
+    """An array from a figure's JSON: a list, or plotly's base64 typed array {"dtype", "bdata", "shape"}."""
+    if isinstance(value, dict):
+        flat = np.frombuffer(base64.b64decode(value["bdata"]), dtype=value["dtype"])
+        return flat.reshape([int(n) for n in str(value.get("shape", flat.size)).split(",")])
+    return np.asarray(value)
+
+
+def step_heading(app: AppTest) -> str:
+    return next(markdown.value for markdown in app.markdown if markdown.value.startswith("**Step "))
+
+
+def page_state(app: AppTest) -> dict:
+    """What a student sees: the widgets that hold the shareable state, and the chart titles."""
+    return {
+        "checkpoint": app.selectbox(key="checkpoint").value,
+        "sentence": app.text_area(key="sentence").value,
+        "view": app.segmented_control(key="view").value,
+        "layer": app.selectbox(key="layer").value,
+        "head": app.selectbox(key="head").value,
+        "step": app.slider(key="step").value,
+        "step_layer": app.selectbox(key="step_layer").value,
+        "merge_words": app.toggle(key="merge_words").value,
+        "charts": chart_titles(app),
+    }
+
+
+def run_as_back_button(app: AppTest, query: dict[str, str]) -> None:
+    """Rerun as the browser does on Back/Forward: the restored history entry's URL, marked as history navigation."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(local_script_runner, "RerunData", partial(RerunData, is_history_navigation=True))
+        app.query_params = dict(query)
+        app.run()
+
+
+# --- the URL: it opens the page in its state, and follows every change ---
+
+
+def test_a_url_opens_the_page_in_exactly_that_state(new_app, checkpoints):
+    query = {
+        "checkpoint": "toy-plain-en-de",
+        "sentence": SENTENCE,
+        "view": "cross",
+        "layer": "1",
+        "head": "2",
+        "step": "2",
+        "step_layer": "0",
+        "decoding": "beam",
+        "beam_size": "3",
+        "merge_words": "true",
+    }
+    app = new_app(**query).run()
+    assert_ok(app)
+    expected = translator(checkpoints, "toy-plain-en-de").trace(SENTENCE, beam_size=3)
+    state = page_state(app)
+    assert {key: state[key] for key in ("checkpoint", "sentence", "view", "layer", "head", "step", "step_layer")} == {
+        "checkpoint": "toy-plain-en-de",
+        "sentence": SENTENCE,
+        "view": "cross",
+        "layer": 1,
+        "head": 2,
+        "step": 2,
+        "step_layer": 0,
+    }
+    assert state["merge_words"] is True and app.radio(key="decoding").value == "beam"
+    assert app.slider(key="beam_size").value == 3
+    assert any(markdown.value == f"### {viz_text_escape(expected.translation)}" for markdown in app.markdown)
+    assert step_heading(app).startswith(f"**Step 3 of {expected.n_steps}.**")
+    cross = chart_titled(app, "Cross-attention: layer 1, head 2")
+    assert cross["layout"]["xaxis"]["ticktext"] == SENTENCE.split() + [viz.display_piece("</s>")]  # merged words
+    assert chart_titled(app, "Cross-attention of this step over the source, layer 0")
+    assert app.query_params == query  # every value was valid, so the URL stays as it was
+
+
+def viz_text_escape(text: str) -> str:
+    from viz.text import escape_markdown
+
+    return escape_markdown(text)
+
+
+def test_changing_the_state_updates_the_url_and_that_url_reopens_it(app, new_app):
+    assert app.query_params == {}  # the defaults need no parameters
+    app.text_area(key="sentence").input(SENTENCE).run()
+    assert app.query_params == {"sentence": SENTENCE}
+    app.segmented_control(key="view").set_value("decoder").run()
+    app.selectbox(key="layer").set_value(1).run()
+    app.selectbox(key="head").set_value(3).run()
+    app.button(key="step_next").click().run()
+    app.button(key="step_next").click().run()
+    app.toggle(key="merge_words").set_value(True).run()
+    assert_ok(app)
+    assert app.query_params == {
+        "sentence": SENTENCE,
+        "view": "decoder",
+        "layer": "1",
+        "head": "3",
+        "step": "2",
+        "merge_words": "true",
+    }
+    reopened = new_app(**app.query_params).run()
+    assert_ok(reopened)
+    assert page_state(reopened) == page_state(app)
+    app.segmented_control(key="view").set_value("encoder").run()  # back to a default: it leaves the URL
+    app.button(key="step_first").click().run()
+    assert "view" not in app.query_params and "step" not in app.query_params
+
+
+def test_invalid_url_values_fall_back_to_defaults_and_leave_the_url(new_app):
+    app = new_app(view="nope", layer="99", head="two", step="-3", presenter="maybe", device="tpu").run()
+    assert_ok(app)
+    defaults = page_state(new_app().run())
+    assert page_state(app) == defaults
+    assert app.query_params == {}
+
+
+def test_back_and_forward_restore_the_state_of_each_url(app):
+    app.segmented_control(key="view").set_value("cross").run()
+    app.button(key="step_next").click().run()
+    history = [dict(app.query_params)]
+    app.selectbox(key="head").set_value(2).run()
+    app.button(key="step_next").click().run()
+    history.append(dict(app.query_params))
+    assert history == [{"view": "cross", "step": "1"}, {"view": "cross", "head": "2", "step": "2"}]
+    run_as_back_button(app, history[0])
+    assert_ok(app)
+    assert (app.segmented_control(key="view").value, app.selectbox(key="head").value, app.slider(key="step").value) == (
+        "cross",
+        0,
+        1,
+    )
+    assert app.query_params == history[0]  # restoring does not write a new URL
+    run_as_back_button(app, {})  # the page as first opened
+    assert (app.segmented_control(key="view").value, app.slider(key="step").value) == ("encoder", 0)
+    run_as_back_button(app, history[1])  # Forward
+    assert page_state(app)["head"] == 2 and page_state(app)["step"] == 2
+    app.run()  # an ordinary rerun with a URL that does not match keeps the widgets (they are the truth)
+    app.query_params = {"view": "positional"}
+    app.run()
+    assert app.segmented_control(key="view").value == "cross"
+
+
+# --- presenter mode ---
+
+
+def test_presenter_mode_shows_one_view_large_with_keyboard_steps(app, new_app, checkpoints):
+    app.toggle(key="merge_words").set_value(True).run()
+    normal_sidebar = [header.value for header in app.sidebar.header]
+    app.toggle(key="presenter").set_value(True).run()
+    assert_ok(app)
+    assert normal_sidebar == ["Model", "Decoding", "Display"] and [h.value for h in app.sidebar.header] == ["Model"]
+    assert not app.dataframe and not app.get("download_button") and not app.title
+    assert chart_titles(app) == ["Encoder self-attention: layer 0, head 0"]  # the view on screen, alone
+    assert app.query_params == {"view": "encoder", "presenter": "true", "merge_words": "true"}
+    app = new_app(presenter="true", merge_words="true").run()  # a presenter link opens on the decoding steps
+    assert app.segmented_control(key="view").value == "steps"
+    assert chart_titles(app) == [
+        "Step 1: most likely next tokens",
+        "Cross-attention of this step over the source, layer 1",
+        "Decoder self-attention of this step, layer 1",
+    ]
+    chart = chart_titled(app, "Cross-attention of this step")
+    assert chart["layout"]["font"]["size"] == pytest.approx(12 * viz.presenter.PRESENTER_SCALE)
+    trace = translator(checkpoints).trace(app.text_area(key="sentence").value, beam_size=1)
+    words = viz.select_tokens(trace.attention_stack("cross")[1, :, 0], None, trace.source_pieces, merge_words=True)
+    assert chart["layout"]["xaxis"]["ticktext"] == words.key_labels  # merge_words kept while its toggle is hidden
+    shortcuts = {key: app.button(key=key).proto.shortcut for key in ("step_first", "step_previous", "step_next")}
+    assert shortcuts == {"step_first": "home", "step_previous": "left", "step_next": "right"}  # normalised
+    assert [element.proto.body for element in app.get("html")] == [APP_PRESENTER_CSS()]  # the only raw HTML
+    app.segmented_control(key="view").set_value("cross").run()
+    assert chart_titles(app) == ["Cross-attention: layer 0, head 0"]
+    app.toggle(key="presenter").set_value(False).run()
+    assert app.toggle(key="merge_words").value is True and app.segmented_control(key="view").value == "cross"
+
+
+def APP_PRESENTER_CSS() -> str:  # noqa: N802 - the constant, read from app.py without running it
+    source = Path(APP).read_text(encoding="utf-8")
+    return re.search(r'PRESENTER_CSS = """(.*?)"""', source, re.DOTALL).group(1)
+
+
+def test_how_to_read_panels_carry_the_caveat_on_every_attention_view(app):
+    for view in ("encoder", "decoder", "cross", "quiz", "evolution"):
+        app.segmented_control(key="view").set_value(view).run()
+        assert_ok(app)
+        panels = [expander for expander in app.expander if expander.label == "How to read this"]
+        assert panels, view
+        captions = [caption.value for panel in panels for caption in panel.caption]
+        assert any("not by themselves an explanation" in caption for caption in captions), view
+
+
+# --- quiz ---
+
+
+def test_quiz_hides_the_answer_then_reveals_and_scores(app, checkpoints):
+    app.text_area(key="sentence").input(SENTENCE).run()
+    app.segmented_control(key="view").set_value("quiz").run()
+    assert_ok(app)
+    assert chart_titles(app) == []  # no step section, no output probabilities: they would give the answers away
+    assert not [markdown for markdown in app.markdown if markdown.value.startswith("### ")]  # nor the translation
+    trace = translator(checkpoints).trace(SENTENCE, beam_size=1)
+    last_layer = trace.attention_stack("cross").shape[0] - 1
+    truth = step_truth(trace, 0, last_layer, None)
+    assert app.pills(key="quiz_where_0").options == [viz_text_escape(word) for word in truth.words]
+    assert app.button(key="quiz_reveal").disabled
+    wrong_token = next(piece for piece in truth.candidates if piece != truth.produced)
+    app.pills(key="quiz_where_0").set_value(truth.looked_at).run()
+    app.pills(key="quiz_what_0").set_value(wrong_token).run()
+    app.button(key="quiz_reveal").click().run()
+    assert_ok(app)
+    assert score_line(app).startswith("**Score: 1 of 2** · where it looks 1/1 · what it writes 0/1")
+    assert len(app.success) == 1 and len(app.error) == 1
+    assert chart_titles(app) == [f"Where it looked, layer {last_layer}", "What it could write"]
+    app.button(key="quiz_next").click().run()
+    assert app.query_params["step"] == "1" and app.query_params["view"] == "quiz"
+    second = step_truth(trace, 1, last_layer, None)
+    wrong_word = (second.looked_at + 1) % len(second.words)
+    app.pills(key="quiz_where_1").set_value(wrong_word).run()
+    app.button(key="quiz_reveal").click().run()
+    assert score_line(app).startswith("**Score: 1 of 3** · where it looks 1/2 · what it writes 0/1")
+    app.selectbox(key="quiz_head").set_value(1).run()  # another rule: a new quiz
+    assert score_line(app).startswith("**Score: 0 of 0**")
+    app.button(key="quiz_restart").click().run()
+    assert step_heading(app).startswith("**Step 1 of") and "step" not in app.query_params
+    assert app.pills(key="quiz_where_0").value is None and app.pills(key="quiz_what_0").value is None
+
+
+def score_line(app: AppTest) -> str:
+    return next(markdown.value for markdown in app.markdown if markdown.value.startswith("**Score: "))
+
+
+# --- training evolution ---
+
+
+def test_find_snapshots_orders_the_stages_and_ends_with_the_checkpoint(checkpoints, tmp_path):
+    folder = checkpoints / "tiny-en-de"
+    assert find_snapshots(folder) == {
+        "untrained": folder / "snapshots" / "untrained",
+        "early": folder / "snapshots" / "early",
+        "final": folder,
+    }
+    assert find_snapshots(checkpoints / "toy-plain-en-de") == {"final": checkpoints / "toy-plain-en-de"}
+    odd = tmp_path / "odd"
+    for stage in ("mid", "early", "final", "untrained", "empty"):
+        (odd / "snapshots" / stage).mkdir(parents=True)
+        if stage != "empty":
+            (odd / "snapshots" / stage / "config.json").write_text("{}")
+    assert list(find_snapshots(odd)) == ["untrained", "early", "mid", "final"]
+    assert find_snapshots(odd)["final"] == odd  # not snapshots/final: the checkpoint is the final stage
+
+
+def test_shipped_default_checkpoint_has_its_snapshots():
+    folder = REPO / "checkpoints" / "multi30k-en-de"
+    if not (folder / "snapshots").is_dir():
+        pytest.skip("checkpoints/multi30k-en-de has no snapshots here")
+    assert list(find_snapshots(folder)) == ["untrained", "early", "final"]
+
+
+def test_evolution_view_shows_the_same_head_at_each_stage_and_each_translation(app, checkpoints):
+    app.text_area(key="sentence").input(SENTENCE).run()
+    app.segmented_control(key="view").set_value("evolution").run()
+    app.segmented_control(key="evolution_kind").set_value("decoder").run()
+    app.selectbox(key="layer").set_value(1).run()
+    app.selectbox(key="head").set_value(2).run()
+    assert_ok(app)
+    figure = chart_titled(app, "Decoder self-attention: layer 1, head 2, during training")
+    assert [note["text"] for note in figure["layout"]["annotations"]] == [
+        "untrained (update 0)",
+        "early in training (update 10)",
+        "finished model",
+    ]
+    final = translator(checkpoints).trace(SENTENCE, beam_size=1)
+    stages = find_snapshots(checkpoints / "tiny-en-de")
+    for panel, path in zip(figure["data"], stages.values(), strict=True):
+        stage_translator = load_checkpoint(path, device="cpu")
+        forced = stage_translator.trace(SENTENCE, beam_size=1, target_ids=final.target_ids[1:])
+        assert np.allclose(plotly_array(panel["z"]), forced.attention_stack("decoder")[1, 2], atol=1e-6)
+    table = app.dataframe[-1].value
+    assert list(table["stage"]) == ["untrained (update 0)", "early in training (update 10)", "finished model"]
+    assert list(table["translation"]) == [
+        load_checkpoint(path, device="cpu").translate(SENTENCE, beam_size=1) for path in stages.values()
+    ]
+    assert app.query_params["evolution_kind"] == "decoder"
+
+
+def test_evolution_view_says_when_a_checkpoint_has_no_snapshots(new_app):
+    app = new_app(checkpoint="toy-plain-en-de", view="evolution").run()
+    assert_ok(app)
+    assert [info.value for info in app.info] == [no_snapshots("toy-plain-en-de")]
+    assert not [title for title in chart_titles(app) if "during training" in title]
+
+
+def test_evolution_figure_keeps_stage_order_and_refuses_different_tokens():
+    pieces = ["▁a", "▁b", "</s>"]
+    stages = [(name, np.full((3, 3), value)) for name, value in (("b<i>", 0.1), ("a", 0.2), ("c", 0.3))]
+    figure = viz.evolution_figure(stages, pieces, pieces, title="t")
+    assert [note.text for note in figure.layout.annotations] == ["b&lt;i&gt;", "a", "c"]
+    assert [float(np.asarray(trace.z)[0, 0]) for trace in figure.data] == [0.1, 0.2, 0.3]
+    with pytest.raises(ValueError, match="same tokens"):
+        viz.evolution_figure([("a", np.ones((3, 3))), ("b", np.ones((2, 3)))], pieces, pieces)
+
+
+def test_enlarge_scales_fonts_and_height_and_leaves_the_original():
+    stack = np.random.default_rng(0).dirichlet(np.ones(3), size=(2, 2, 3))
+    grid = viz.attention_grid(stack, ["▁a", "▁b", "</s>"], ["▁a", "▁b", "</s>"], title="grid")
+    big = viz.enlarge(grid, 2.0)
+    assert big.layout.font.size == 2 * grid.layout.font.size and big.layout.height == 2 * grid.layout.height
+    assert big.layout.xaxis.tickfont.size == 2 * grid.layout.xaxis.tickfont.size
+    assert [a.font.size for a in big.layout.annotations] == [2 * (a.font.size or 16) for a in grid.layout.annotations]
+    assert grid.layout.font.size == 12  # unchanged
+
+
+# --- lesson export ---
+
+
+def test_lesson_export_holds_the_charts_on_screen(app, lesson_files, checkpoints):
+    app.text_area(key="sentence").input(SENTENCE).run()
+    app.button(key="step_next").click().run()
+    app.segmented_control(key="view").set_value("cross").run()
+    assert_ok(app)
+    document = lesson_files["tiny-en-de-lesson.html"]()
+    assert not EXTERNAL_SCRIPT.search(document)
+    assert document.count("Plotly.newPlot(") == len(app.get("plotly_chart"))
+    sections = re.findall(r"<section><h2>(.*?)</h2>", document)
+    assert sections == [title.replace("&", "&amp;") for title in chart_titles(app)]
+    assert "Step 2: most likely next tokens" in sections
+    expected = translator(checkpoints).trace(SENTENCE, beam_size=1)
+    assert f"<dd>{SENTENCE}</dd>" in document and f"<dd>{expected.translation}</dd>" in document
+
+
+# --- the Back button in a real browser ---
+
+
+@pytest.fixture(scope="module")
+def browser_ready() -> None:
+    from browser_utils import missing_browser
+
+    reason = missing_browser()
+    if reason and os.environ.get("CI") == "true":
+        pytest.fail(f"browser tests must run in CI: {reason}")
+    if reason:
+        pytest.skip(reason)
+
+
+READ_STATE = """
+const step = Array.from(document.querySelectorAll('p > strong'))
+    .find(strong => strong.innerText.trim().startsWith('Step '));
+const charts = Array.from(document.querySelectorAll('.js-plotly-plot'))
+    .map(gd => (gd.layout.title && gd.layout.title.text) || '');
+const running = document.querySelector("[data-testid='stStatusWidget']") !== null;
+return {query: window.location.search, step: step ? step.innerText.trim() : '', charts: charts, running: running};
+"""
+
+
+@pytest.mark.browser
+def test_back_and_forward_in_chromium_walk_through_steps_and_views(browser_ready, checkpoints):
+    from browser_utils import chromium, streamlit_server
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    def wait_for(driver, query: str, step: int, chart: str) -> None:
+        def arrived(d) -> bool:
+            state = d.execute_script(READ_STATE)
+            return (
+                not state["running"]  # the run has finished: the page takes the next click or key
+                and state["query"] == query
+                and state["step"].startswith(f"Step {step + 1} of ")
+                and any(title.startswith(chart) for title in state["charts"])
+            )
+
+        WebDriverWait(driver, 90, poll_frequency=0.5).until(arrived, f"never reached {query} (step {step}, {chart})")
+
+    with (
+        streamlit_server(checkpoints) as url,
+        chromium(Path(tempfile.mkdtemp(prefix="chromium-profile-"))) as driver,
+    ):
+        driver.get(f"{url}/?checkpoint=toy-plain-en-de")
+        wait_for(driver, "?checkpoint=toy-plain-en-de", 0, "Encoder self-attention")
+        driver.find_element(By.XPATH, "//button[.//p[normalize-space(.)='Next']]").click()
+        wait_for(driver, "?checkpoint=toy-plain-en-de&step=1", 1, "Encoder self-attention")
+        ActionChains(driver).send_keys(Keys.ARROW_RIGHT).perform()  # the Next button's shortcut
+        wait_for(driver, "?checkpoint=toy-plain-en-de&step=2", 2, "Encoder self-attention")
+        driver.find_element(By.XPATH, "//button[.//p[normalize-space(.)='Cross-attention']]").click()
+        wait_for(driver, "?checkpoint=toy-plain-en-de&view=cross&step=2", 2, "Cross-attention: layer 0")
+        driver.back()
+        wait_for(driver, "?checkpoint=toy-plain-en-de&step=2", 2, "Encoder self-attention")
+        driver.back()
+        wait_for(driver, "?checkpoint=toy-plain-en-de&step=1", 1, "Encoder self-attention")
+        driver.forward()
+        wait_for(driver, "?checkpoint=toy-plain-en-de&step=2", 2, "Encoder self-attention")
+        assert [entry for entry in driver.get_log("browser") if entry["level"] == "SEVERE"] == []
