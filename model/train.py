@@ -26,7 +26,6 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
-from sentencepiece import sentencepiece_model_pb2
 from tqdm import tqdm
 
 from model.checkpoint import save_checkpoint
@@ -173,25 +172,15 @@ def load_corpus(args: argparse.Namespace) -> tuple[list[tuple[str, str]], list[t
     return train, valid, {k: str(v) for k, v in paths.items()}
 
 
-def identity_normalizer(model_bytes: bytes) -> bytes:
-    """The same SentencePiece model with the identity normaliser instead of NFKC and its ~240 KB table.
-
-    Exact for text that NFKC leaves unchanged (plain ASCII), which is what the pieces were learnt from.
-    """
-    proto = sentencepiece_model_pb2.ModelProto.FromString(model_bytes)
-    proto.normalizer_spec.name = "identity"
-    proto.normalizer_spec.precompiled_charsmap = b""
-    return proto.SerializeToString()
-
-
 def get_tokenizer(args: argparse.Namespace, out: Path, train: list[tuple[str, str]], run: Run) -> Tokenizer:
     """Train once (rank 0) and save into the run folder; later calls and other ranks load it."""
     if run.main and not ((out / "tokenizer.model").exists() or (out / "source.model").exists()):
         sources, targets = [s for s, _ in train], [t for _, t in train]
 
         def trained(sentences: list[str]) -> bytes:
-            model_bytes = train_sentencepiece(sentences, args.vocab_size, args.tokenizer_type)
-            return identity_normalizer(model_bytes) if args.normalization == "identity" else model_bytes
+            return train_sentencepiece(
+                sentences, args.vocab_size, args.tokenizer_type, normalization=args.normalization
+            )
 
         if args.separate_vocab:
             tokenizer = Tokenizer.from_model_bytes(trained(sources), trained(targets))

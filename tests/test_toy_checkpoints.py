@@ -30,7 +30,6 @@ from model.toy_tasks import (
     generate_splits,
     main,
 )
-from model.train import identity_normalizer
 
 REPO = Path(__file__).resolve().parents[1]
 CHECKPOINTS = REPO / "checkpoints"
@@ -110,10 +109,10 @@ def test_command_line_writes_what_model_train_reads(tmp_path):
     assert read_parallel(out / "test.svo", out / "test.sov") == again["test"]
 
 
-def test_identity_normalizer_keeps_the_pieces_and_drops_the_table():
+def test_identity_normalization_keeps_the_pieces_and_drops_the_table():
     sentences = [" ".join(random.Random(i).sample("abcdefghij", 5)) for i in range(200)]
     nfkc = train_sentencepiece(sentences, 20, "word")
-    identity = identity_normalizer(nfkc)
+    identity = train_sentencepiece(sentences, 20, "word", normalization="identity")
     assert len(identity) < len(nfkc) - 100_000
     plain, small = Tokenizer.from_model_bytes(nfkc), Tokenizer.from_model_bytes(identity)
     for sentence in sentences[:50] + ["j i h  g", "a b z"]:
