@@ -1,0 +1,110 @@
+"""Head statistics drawn: a layers × heads heatmap of one statistic, and the sortable table.
+
+Both take the table of model.head_stats (trace_head_statistics for one sentence,
+batch_head_statistics for many): a list of rows with kind, layer, head and every statistic.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+
+from model.head_stats import ATTENTION_KINDS, SHARE_STATISTICS, STATISTIC_DESCRIPTIONS, STATISTICS
+from viz.style import ATTENTION_COLORSCALE, base_layout, power_colorscale
+
+STATISTIC_LABELS = {
+    "entropy": "entropy (bits)",
+    "distance": "mean distance (tokens)",
+    "same": "same position",
+    "previous": "previous token",
+    "next": "next token",
+    "bos": "on <s>",
+    "eos": "on </s>",
+    "punctuation": "on punctuation",
+    "diagonality": "diagonality",
+}
+UNBOUNDED_COLORSCALE = power_colorscale("Blues", 1.0)  # entropy and distance: linear, 0 to the largest value
+CELL_SIZE = 56  # pixels per layer row of the heatmap
+
+
+def _check_kind(kind: str) -> None:
+    if kind not in ATTENTION_KINDS:
+        raise ValueError(f"kind must be one of {tuple(ATTENTION_KINDS)}, not {kind!r}")
+
+
+def statistic_grid(table: Sequence[dict[str, Any]], statistic: str, kind: str) -> np.ndarray:
+    """(layers, heads) values of one statistic for one attention kind."""
+    if statistic not in STATISTICS:
+        raise ValueError(f"statistic must be one of {STATISTICS}, not {statistic!r}")
+    _check_kind(kind)
+    rows = [row for row in table if row["kind"] == kind]
+    if not rows:
+        raise ValueError(f"the table has no {kind!r} rows")
+    grid = np.full((max(r["layer"] for r in rows) + 1, max(r["head"] for r in rows) + 1), np.nan)
+    for row in rows:
+        grid[row["layer"], row["head"]] = row[statistic]
+    return grid
+
+
+def head_stats_heatmap(table: Sequence[dict[str, Any]], statistic: str, kind: str, *, title: str = "") -> go.Figure:
+    """Layers down, heads across, one cell per head coloured by ``statistic`` for ``kind`` attention.
+
+    Shares use the attention colour scale on [0, 1]; entropy and distance a linear scale from 0
+    to the largest value. ``title`` is plain text (escaped here); by default it names the
+    statistic, the kind and how many sentences the values average.
+    """
+    grid = statistic_grid(table, statistic, kind)
+    n_layers, n_heads = grid.shape
+    label = STATISTIC_LABELS[statistic]
+    if statistic in SHARE_STATISTICS:
+        colours = {"colorscale": ATTENTION_COLORSCALE, "zmin": 0.0, "zmax": 1.0}
+    else:
+        colours = {"colorscale": UNBOUNDED_COLORSCALE, "zmin": 0.0, "zmax": float(np.nanmax(grid)) or 1.0}
+    heatmap = go.Heatmap(
+        z=grid,
+        x=list(range(n_heads)),
+        y=list(range(n_layers)),
+        texttemplate="%{z:.2f}",
+        hovertemplate=(
+            f"layer %{{y}}, head %{{x}}<br>{html.escape(label)} %{{z:.4f}}"
+            f"<br>{html.escape(STATISTIC_DESCRIPTIONS[statistic])}<extra></extra>"
+        ),
+        colorbar={"title": {"text": html.escape(label)}},
+        **colours,
+    )
+    figure = go.Figure(heatmap)
+    figure.update_xaxes(
+        tickmode="array", tickvals=list(range(n_heads)), ticktext=[f"head {h}" for h in range(n_heads)], showgrid=False
+    )
+    figure.update_yaxes(
+        tickmode="array",
+        tickvals=list(range(n_layers)),
+        ticktext=[f"layer {layer}" for layer in range(n_layers)],
+        autorange="reversed",  # layer 0 at the top, as in the attention grid
+        showgrid=False,
+    )
+    if not title:
+        sentences = max(row["sentences"] for row in table if row["kind"] == kind)
+        over = "this sentence" if sentences == 1 else f"mean over {sentences} sentences"
+        title = f"{label}: {kind} attention, {over}"
+    return base_layout(figure, html.escape(title), height=140 + CELL_SIZE * n_layers)
+
+
+def head_stats_frame(table: Sequence[dict[str, Any]], kinds: Sequence[str] | None = None) -> pd.DataFrame:
+    """The table as a DataFrame for a sortable view (st.dataframe): one row per head, statistics as labelled columns.
+
+    ``kinds`` keeps only those attention kinds. Values are exact (format them when showing);
+    column names are plain text, not HTML.
+    """
+    kinds = list(ATTENTION_KINDS) if kinds is None else list(kinds)
+    for kind in kinds:
+        _check_kind(kind)
+    columns = {"kind": "kind", "layer": "layer", "head": "head", **STATISTIC_LABELS}
+    columns.update({"queries": "query rows", "sentences": "sentences"})
+    rows = [{label: row[key] for key, label in columns.items()} for row in table if row["kind"] in kinds]
+    return pd.DataFrame(rows, columns=list(columns.values()))

@@ -1,0 +1,93 @@
+"""Minimal pairs drawn: one head on two sentences side by side, and their difference on aligned tokens.
+
+Both take model.pairs.AttentionPair (attention_pair(first_trace, second_trace, module, head)).
+``merge_words`` and ``show_special`` work as in viz.attention (viz.tokens.select_tokens).
+"""
+
+from __future__ import annotations
+
+import html
+
+import numpy as np
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from model.head_stats import module_kind
+from model.pairs import AttentionPair
+from viz.attention import HEATMAP_HOVER, _heatmap, _token_axes
+from viz.style import ATTENTION_COLORSCALE, ROW_HEIGHT, base_layout
+from viz.tokens import select_tokens
+
+DIFFERENCE_COLORSCALE = "RdBu"  # diverging: red where the first sentence attends less, blue where more
+DIFFERENCE_HOVER = (
+    "query %{customdata[0]} (%{y})<br>key %{customdata[1]} (%{x})<br>first − second %{z:+.4f}<extra></extra>"
+)
+
+
+def _default_title(pair: AttentionPair) -> str:
+    layer = pair.module.split(".")[2]  # "decoder.layers.1.cross_attn" -> "1"
+    return f"{module_kind(pair.module)} attention, layer {layer}, head {pair.head}"
+
+
+def pair_heatmaps(
+    pair: AttentionPair, *, merge_words: bool = False, show_special: bool = True, title: str = ""
+) -> go.Figure:
+    """The head's attention on both sentences, side by side on one colour scale (0 to 1), titled with the translations.
+
+    ``title`` is plain text (escaped here); by default it names the module and head.
+    """
+    panels = [
+        select_tokens(weights, queries, keys, merge_words=merge_words, show_special=show_special)
+        for weights, queries, keys in (
+            (pair.first, pair.first_query_pieces, pair.first_key_pieces),
+            (pair.second, pair.second_query_pieces, pair.second_key_pieces),
+        )
+    ]
+    figure = make_subplots(
+        rows=1,
+        cols=2,
+        subplot_titles=[html.escape(pair.first_translation), html.escape(pair.second_translation)],
+        horizontal_spacing=0.12,
+    )
+    for column, attention in enumerate(panels, start=1):
+        figure.add_trace(
+            _heatmap(attention.weights, attention, False, HEATMAP_HOVER, coloraxis="coloraxis"), row=1, col=column
+        )
+        _token_axes(figure, attention, row=1, col=column)
+    figure.update_layout(
+        coloraxis={"colorscale": ATTENTION_COLORSCALE, "cmin": 0.0, "cmax": 1.0, "colorbar": {"title": "weight"}}
+    )
+    rows = max(len(attention.query_labels) for attention in panels)
+    return base_layout(figure, html.escape(title or _default_title(pair)), height=200 + ROW_HEIGHT * rows)
+
+
+def pair_difference_heatmap(
+    pair: AttentionPair, *, merge_words: bool = False, show_special: bool = True, title: str = ""
+) -> go.Figure:
+    """First minus second on the tokens both sentences share (aligned rows and columns), centred at 0.
+
+    The colour scale is symmetric around 0 (white), up to the largest absolute difference.
+    ``title`` is plain text (escaped here); by default it names the module, head and both translations.
+    """
+    attention = select_tokens(
+        pair.difference, pair.queries.pieces, pair.keys.pieces, merge_words=merge_words, show_special=show_special
+    )
+    largest = float(np.abs(attention.weights).max()) if attention.weights.size else 0.0
+    heatmap = _heatmap(
+        attention.weights,
+        attention,
+        False,
+        DIFFERENCE_HOVER,
+        colorscale=DIFFERENCE_COLORSCALE,
+        zmid=0.0,
+        zmin=-(largest or 1.0),
+        zmax=largest or 1.0,
+        colorbar={"title": {"text": "first − second"}},
+    )
+    figure = go.Figure(heatmap)
+    _token_axes(figure, attention)
+    figure.update_xaxes(title_text="key (aligned)")
+    figure.update_yaxes(title_text="query (aligned)")
+    if not title:
+        title = f"{_default_title(pair)}: “{pair.first_translation}” − “{pair.second_translation}”"
+    return base_layout(figure, html.escape(title), height=180 + ROW_HEIGHT * len(attention.query_labels))
