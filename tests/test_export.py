@@ -1,12 +1,14 @@
 """The lesson export (viz.export): one self-contained HTML file that draws its charts with no network.
 
-The browser test opens the file in Debian's headless Chromium (skipped with the reason when it
-is missing, except under CI=true, where a missing browser fails).
+The browser tests open a lesson built here and the one the page's download button gives in
+Debian's headless Chromium, from a local file (skipped with the reason when Chromium is missing,
+except under CI=true, where a missing browser fails).
 """
 
 from __future__ import annotations
 
 import html
+import json
 import os
 import re
 import tempfile
@@ -110,26 +112,60 @@ return Array.from(document.querySelectorAll('.js-plotly-plot')).map(gd => ({
 """
 
 
-@pytest.mark.browser
-def test_the_file_opens_offline_in_chromium_with_every_chart_drawn(browser_ready, lesson, tmp_path):
+def open_offline(document: str, folder: Path) -> list[dict]:
+    """Open the lesson as a local file in Chromium; once every chart is drawn, its charts (titles, marks drawn).
+
+    Fails when a chart is not drawn, something outside the file was requested, or the console logged an error.
+    """
     from browser_utils import chromium
     from selenium.webdriver.support.ui import WebDriverWait
 
-    document, sections = lesson
-    path = tmp_path / "lesson.html"
+    path = folder / "lesson.html"
     path.write_text(document, encoding="utf-8")
-    expected = [section.figure.layout.title.text or "" for section in sections if section.figure is not None]
+    n_charts = document.count("Plotly.newPlot(")
     with chromium(Path(tempfile.mkdtemp(prefix="chromium-profile-"))) as driver:
         driver.get(path.as_uri())
         WebDriverWait(driver, WAIT_S, poll_frequency=0.5).until(
-            lambda d: [chart["drawn"] for chart in d.execute_script(READ_CHARTS)] == [True] * len(expected),
+            lambda d: [chart["drawn"] for chart in d.execute_script(READ_CHARTS)] == [True] * n_charts,
             "the charts were never drawn",
         )
         charts = driver.execute_script(READ_CHARTS)
-        assert [chart["title"] for chart in charts] == expected
         assert all(chart["marks"] > 0 for chart in charts), charts  # bars, lines or heatmap images
         resources = driver.execute_script("return performance.getEntriesByType('resource').map(e => e.name)")
         assert [name for name in resources if not name.startswith(("file:", "data:", "blob:"))] == []
-        errors = [entry for entry in driver.get_log("browser") if entry["level"] == "SEVERE"]
-        assert errors == []
-        assert driver.execute_script("return document.querySelectorAll('b').length") == 0  # the hostile text
+        assert [entry for entry in driver.get_log("browser") if entry["level"] == "SEVERE"] == []
+        assert driver.execute_script("return document.querySelectorAll('b').length") == 0  # hostile text stays text
+    return charts
+
+
+@pytest.mark.browser
+def test_the_file_opens_offline_in_chromium_with_every_chart_drawn(browser_ready, lesson, tmp_path):
+    document, sections = lesson
+    charts = open_offline(document, tmp_path)
+    assert [chart["title"] for chart in charts] == [s.figure.layout.title.text for s in sections if s.figure]
+
+
+@pytest.mark.browser
+def test_the_pages_own_export_opens_offline_in_chromium(browser_ready, tiny_checkpoint, monkeypatch, tmp_path):
+    """The file the page's "Download lesson (HTML)" button gives, for the cross-attention view at step 2."""
+    from streamlit.runtime.media_file_manager import MediaFileManager
+    from streamlit.testing.v1 import AppTest
+
+    downloads: dict = {}
+    original = MediaFileManager.add_deferred
+
+    def add_deferred(self, data_callable, mimetype, coordinates, file_name=None, **kwargs):
+        downloads[file_name] = data_callable
+        return original(self, data_callable, mimetype, coordinates, file_name, **kwargs)
+
+    monkeypatch.setattr(MediaFileManager, "add_deferred", add_deferred)
+    monkeypatch.setenv("ATTENTION_EXPLORER_CHECKPOINTS", str(tiny_checkpoint.parent))
+    app = AppTest.from_file(str(Path(__file__).resolve().parents[1] / "app.py"), default_timeout=60)
+    app.query_params.update({"sentence": HOSTILE, "view": "cross", "display": "grid", "step": "1"})
+    app.run()
+    assert not app.exception
+    page_titles = [json.loads(chart.proto.spec)["layout"]["title"]["text"] for chart in app.get("plotly_chart")]
+    document = downloads[f"{tiny_checkpoint.name}-lesson.html"]()
+    assert not EXTERNAL_REFERENCE.search(document)
+    charts = open_offline(document, tmp_path)
+    assert [chart["title"] for chart in charts] == page_titles
