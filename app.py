@@ -90,11 +90,11 @@ URL_KEYS = (
     "teacher_forcing",
     "target",
 )
-# Presenter mode: larger text everywhere (Streamlit sizes text in rem) and no Streamlit chrome.
-# A constant: no user text ever reaches st.html.
+# Presenter mode: larger text everywhere (Streamlit sizes text in rem) and the full width for the view.
+# The header stays: it holds the button that opens a collapsed sidebar. A constant: no user text
+# ever reaches st.html.
 PRESENTER_CSS = """<style>
 html { font-size: 22px; }
-[data-testid="stHeader"], [data-testid="stToolbar"] { display: none; }
 [data-testid="stMainBlockContainer"] { padding: 1rem 2rem; max-width: none; }
 [data-testid="stMarkdownContainer"] h3 { font-size: 2.2rem; }
 </style>"""
