@@ -1,0 +1,227 @@
+"""Interventions drawn: a translation beside its ablated or position-free twin, token probabilities before and
+after, head importance as layers × heads heatmaps, and one head's attention in both runs.
+
+Every builder takes the plain data of model.interventions (AblationComparison, HeadImportance,
+PositionalComparison, TokenDiff) and never runs the model. Token labels are escaped with
+viz.tokens.display_piece; titles are plain text, escaped here.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from model.interventions import KIND_LABELS, AblationComparison, HeadImportance, PositionalComparison, TokenDiff
+from viz.pairs import pair_heatmaps
+from viz.style import base_layout, head_colour
+from viz.tokens import display_labels
+
+CHANGED_COLOUR = head_colour(1)  # a token that differs between the two translations
+KEPT_COLOUR = "#eef2f7"  # a token both translations share
+# z = 0 kept, 1 changed; NaN (a gap where the other translation has a token) stays blank.
+CHANGE_COLORSCALE = [[0.0, KEPT_COLOUR], [0.5, KEPT_COLOUR], [0.5, CHANGED_COLOUR], [1.0, CHANGED_COLOUR]]
+IMPORTANCE_COLORSCALE = "RdBu_r"  # red: the translation needs the head; blue: it is likelier without it
+CELL_SIZE = 56  # pixels per layer row of an importance heatmap
+EXPERIMENT_LABELS = {"no-pe": "without positional encoding", "shuffle": "source words shuffled"}
+
+
+def translation_diff_figure(
+    diff: TokenDiff,
+    first_probs: np.ndarray,
+    second_probs: np.ndarray,
+    *,
+    labels: Sequence[str] = ("original", "changed"),
+    title: str = "",
+) -> go.Figure:
+    """Two translations token by token, aligned: shared tokens in one column, changed tokens highlighted.
+
+    ``diff`` aligns the output pieces (model.interventions.token_diff); ``first_probs`` and
+    ``second_probs`` are each translation's own step probabilities (Trace.step_probs), shown on
+    hover. A blank cell is a gap: the other translation has a token there that this one lacks.
+    ``labels`` name the two rows (plain text).
+    """
+    columns = diff.columns()
+    width = len(columns)
+    z = np.full((2, width), np.nan)
+    text = np.full((2, width), "", dtype=object)
+    hover = np.full((2, width), "", dtype=object)
+    rows = [
+        (diff.original, diff.original_changed, np.asarray(first_probs)),
+        (diff.other, diff.other_changed, np.asarray(second_probs)),
+    ]
+    names = [html.escape(label) for label in labels]
+    for column, indices in enumerate(columns):
+        for row, ((pieces, changed, probs), index) in enumerate(zip(rows, indices, strict=True)):
+            if index is None:
+                continue
+            piece = display_labels([pieces[index]])[0]
+            status = "changed" if changed[index] else "kept"
+            z[row, column] = float(changed[index])
+            text[row, column] = piece
+            hover[row, column] = f"{names[row]}, token {index}: {piece} ({status})<br>probability {probs[index]:.4f}"
+    figure = go.Figure(
+        go.Heatmap(
+            z=z,
+            x=list(range(width)),
+            y=[0, 1],
+            text=text,
+            texttemplate="%{text}",
+            textfont={"size": 13},
+            customdata=hover,
+            hovertemplate="%{customdata}<extra></extra>",
+            colorscale=CHANGE_COLORSCALE,
+            zmin=0.0,
+            zmax=1.0,
+            showscale=False,
+            xgap=2,
+            ygap=2,
+        )
+    )
+    figure.update_yaxes(tickmode="array", tickvals=[0, 1], ticktext=names, autorange="reversed", showgrid=False)
+    figure.update_xaxes(showticklabels=False, showgrid=False, zeroline=False)
+    return base_layout(figure, html.escape(title), height=220)
+
+
+def ablation_tokens_figure(comparison: AblationComparison, *, title: str = "") -> go.Figure:
+    """The original translation above the one made with the heads removed; changed tokens highlighted."""
+    removed = ", ".join(ref.label for ref in comparison.heads) or "no heads"
+    return translation_diff_figure(
+        comparison.diff,
+        comparison.original.step_probs,
+        comparison.ablated.step_probs,
+        labels=("original", "heads removed"),
+        title=title or f"Translation with {removed} removed ({comparison.mode} ablation)",
+    )
+
+
+def probability_change_figure(comparison: AblationComparison, *, title: str = "") -> go.Figure:
+    """Each token of the original translation: its probability with every head (left bar) and with the heads
+    removed (right bar), both teacher-forced on the original translation."""
+    labels = display_labels(comparison.original.predicted_pieces)
+    before = np.asarray(comparison.original.step_probs)
+    after = np.asarray(comparison.forced.step_probs)
+    positions = list(range(len(labels)))
+    customdata = np.stack([np.asarray(labels, dtype=object), before, after, after - before], axis=-1)
+    hover = (
+        "token %{x}: %{customdata[0]}<br>with every head %{customdata[1]:.4f}"
+        "<br>heads removed %{customdata[2]:.4f}<br>change %{customdata[3]:+.4f}<extra></extra>"
+    )
+    figure = go.Figure(
+        [
+            go.Bar(x=positions, y=before, name="with every head", marker_color=head_colour(0), customdata=customdata),
+            go.Bar(x=positions, y=after, name="heads removed", marker_color=CHANGED_COLOUR, customdata=customdata),
+        ]
+    )
+    figure.update_traces(hovertemplate=hover)
+    figure.update_xaxes(
+        tickmode="array", tickvals=positions, ticktext=labels, tickangle=-60, title_text="original output token"
+    )
+    figure.update_yaxes(range=[0, 1], title_text="probability")
+    figure.update_layout(barmode="group", legend={"orientation": "h", "y": 1.02, "yanchor": "bottom"})
+    default = f"Probability of each original token (log-probability drop {comparison.log_prob_drop:.2f})"
+    return base_layout(figure, html.escape(title or default), height=340)
+
+
+def importance_heatmap(importance: HeadImportance, *, title: str = "") -> go.Figure:
+    """Layers down, heads across, one panel per attention kind: the log-probability drop of the translation
+    when that head alone is removed, on one colour scale centred at 0."""
+    kinds = list(importance.drops)
+    largest = max(float(np.abs(grid).max()) for grid in importance.drops.values()) or 1.0
+    figure = make_subplots(
+        rows=1,
+        cols=len(kinds),
+        subplot_titles=[f"{KIND_LABELS[kind]} attention" for kind in kinds],
+        horizontal_spacing=0.06,
+    )
+    for column, kind in enumerate(kinds, start=1):
+        grid = importance.drops[kind]
+        n_layers, n_heads = grid.shape
+        figure.add_trace(
+            go.Heatmap(
+                z=grid,
+                x=list(range(n_heads)),
+                y=list(range(n_layers)),
+                texttemplate="%{z:.2f}",
+                hovertemplate=(
+                    f"{KIND_LABELS[kind]}, layer %{{y}}, head %{{x}}<br>log-probability drop %{{z:.4f}}<extra></extra>"
+                ),
+                coloraxis="coloraxis",
+            ),
+            row=1,
+            col=column,
+        )
+        figure.update_xaxes(
+            tickmode="array",
+            tickvals=list(range(n_heads)),
+            ticktext=[f"H{head}" for head in range(n_heads)],
+            showgrid=False,
+            row=1,
+            col=column,
+        )
+        figure.update_yaxes(
+            tickmode="array",
+            tickvals=list(range(n_layers)),
+            ticktext=[f"layer {layer}" for layer in range(n_layers)],
+            autorange="reversed",  # layer 0 at the top, as in the attention grid
+            showgrid=False,
+            row=1,
+            col=column,
+        )
+    figure.update_layout(
+        coloraxis={
+            "colorscale": IMPORTANCE_COLORSCALE,
+            "cmin": -largest,
+            "cmax": largest,
+            "colorbar": {"title": {"text": "drop"}},
+        }
+    )
+    layers = max(grid.shape[0] for grid in importance.drops.values())
+    default = f"Head importance ({importance.mode} ablation): log-probability drop of the translation"
+    return base_layout(figure, html.escape(title or default), height=160 + CELL_SIZE * layers)
+
+
+def importance_frame(importance: HeadImportance) -> pd.DataFrame:
+    """The ranking as a DataFrame (st.dataframe): one row per head, most important first; plain text, exact values."""
+    rows = [
+        {"rank": rank, "attention": KIND_LABELS[ref.kind], "layer": ref.layer, "head": ref.head, "drop": drop}
+        for rank, (ref, drop) in enumerate(importance.ranking(), start=1)
+    ]
+    return pd.DataFrame(rows, columns=["rank", "attention", "layer", "head", "drop"])
+
+
+def positional_tokens_figure(comparison: PositionalComparison, *, title: str = "") -> go.Figure:
+    """The original translation above the experiment's; changed tokens highlighted."""
+    label = EXPERIMENT_LABELS[comparison.experiment]
+    return translation_diff_figure(
+        comparison.diff,
+        comparison.original.step_probs,
+        comparison.modified.step_probs,
+        labels=("original", label),
+        title=title or f"Translation {label}",
+    )
+
+
+def positional_attention_figure(
+    comparison: PositionalComparison,
+    module_name: str,
+    head: int,
+    *,
+    merge_words: bool = False,
+    show_special: bool = True,
+    title: str = "",
+) -> go.Figure:
+    """The same head in the original (left) and in the experiment (right), one colour scale, panels titled with
+    the translations. For the aligned difference draw ``viz.pairs.pair_difference_heatmap(
+    comparison.attention_pair(module_name, head))``."""
+    default = f"{module_name}, head {head}: original vs {EXPERIMENT_LABELS[comparison.experiment]}"
+    return pair_heatmaps(
+        comparison.attention_pair(module_name, head),
+        merge_words=merge_words,
+        show_special=show_special,
+        title=title or default,
+    )
