@@ -391,6 +391,7 @@ class HeadImportance:
     mode: str
     baseline_log_prob: float  # log P(translation | model), every head present
     drops: dict[str, np.ndarray]
+    notice: str | None = None  # set when a GPU ran out of memory and the CPU computed the drops
 
     def ranking(self) -> list[tuple[HeadRef, float]]:
         """Every head with its drop, largest first (ties keep kind, layer, head order)."""
@@ -451,7 +452,8 @@ def head_importance(
     translates ``text`` with ``beam_size`` and ``max_len`` first. The sentence is repeated once
     per head plus one untouched baseline row and every row loses its own head, so all heads
     cost one teacher-forced pass of ``batch_size`` rows at most (more rows are split into
-    passes; on a GPU out-of-memory error the passes are halved until they fit). Token
+    passes; on a GPU out-of-memory error the passes are halved, and at one row the whole
+    computation moves to the CPU with a notice). Token
     probabilities are the plain softmax of the logits, as ``Trace.step_probs``.
     """
     config = translator.config
@@ -465,25 +467,29 @@ def head_importance(
         means = mean_head_outputs(translator, [text], [output])
     _check_mode(mode, heads, means)
     source = translator.source_ids(text).ids
-    device = translator.device
-    src = torch.tensor([source], dtype=torch.long, device=device)  # (1, S)
-    decoder_input = torch.tensor([[config.bos_id] + output[:-1]], dtype=torch.long, device=device)  # (1, T)
-    gold = torch.tensor([output], dtype=torch.long, device=device)  # (1, T)
     rows: list[list[HeadRef]] = [[]] + [[ref] for ref in heads]  # row 0: the baseline
-    scores: list[torch.Tensor] = []
-    start, size = 0, batch_size
-    while start < len(rows):
-        chunk = rows[start : start + size]
-        try:
-            scores.append(_row_log_probs(translator.model, src, decoder_input, gold, chunk, mode, means))
-        except torch.OutOfMemoryError:
-            if size == 1:
-                raise
-            if torch.cuda.is_available():
-                torch.cuda.empty_cache()
-            size = max(1, size // 2)
-            continue
-        start += len(chunk)
+
+    def score_rows(model: Transformer, device: torch.device) -> list[torch.Tensor]:
+        src = torch.tensor([source], dtype=torch.long, device=device)  # (1, S)
+        decoder_input = torch.tensor([[config.bos_id] + output[:-1]], dtype=torch.long, device=device)  # (1, T)
+        gold = torch.tensor([output], dtype=torch.long, device=device)  # (1, T)
+        scores: list[torch.Tensor] = []
+        start, size = 0, batch_size
+        while start < len(rows):
+            chunk = rows[start : start + size]
+            try:
+                scores.append(_row_log_probs(model, src, decoder_input, gold, chunk, mode, means))
+            except torch.OutOfMemoryError:
+                if size == 1:
+                    raise  # Translator.run retries the whole computation on a CPU copy
+                if torch.cuda.is_available():
+                    torch.cuda.empty_cache()
+                size = max(1, size // 2)
+                continue
+            start += len(chunk)
+        return scores
+
+    scores, notice = translator.run(score_rows)
     log_probs = torch.cat(scores).double()  # (1 + heads,)
     drops_flat = (log_probs[0] - log_probs[1:]).numpy()
     drops: dict[str, np.ndarray] = {}
@@ -501,6 +507,7 @@ def head_importance(
         mode=mode,
         baseline_log_prob=float(log_probs[0]),
         drops=drops,
+        notice=notice,
     )
 
 

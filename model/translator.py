@@ -62,8 +62,12 @@ class Translator:
     def target_ids(self, text: str, room: int) -> list[int]:
         return self.tokenizer.encode(clean_text(text), "target")[:room]
 
-    def _run(self, work: Callable[[Transformer, torch.device], Result]) -> tuple[Result, str | None]:
-        """Run work on the model's device; on a GPU out-of-memory error, retry on a CPU copy and say so."""
+    def run(self, work: Callable[[Transformer, torch.device], Result]) -> tuple[Result, str | None]:
+        """Run ``work(model, device)`` on the model's device; on a GPU out-of-memory error, again on a CPU copy.
+
+        Returns the result and the notice to show (None when the first try succeeded). For
+        computations outside this class (e.g. ``model.interventions``) that need the same fallback.
+        """
         try:
             return work(self.model, self.device), None
         except torch.OutOfMemoryError:
@@ -112,7 +116,7 @@ class Translator:
         for start in range(0, len(order), batch_size):
             chunk = order[start : start + batch_size]
             chunk_sources = [sources[i] for i in chunk]
-            outputs, _ = self._run(
+            outputs, _ = self.run(
                 lambda m, d, batch=chunk_sources: self._generate(m, d, batch, beam_size, max_len, None)
             )
             for index, ids in zip(chunk, outputs, strict=True):
@@ -155,7 +159,7 @@ class Translator:
         else:
             prefix_ids = self.target_ids(prefix, room - 1) if prefix else []
         settings = {"target": target, "prefix": prefix, "target_ids": target_ids, "prefix_ids": prefix_ids}
-        trace, notice = self._run(
+        trace, notice = self.run(
             lambda m, d: self._trace_on(m, d, text, beam_size, max_len or None, top_k, target_ids, prefix_ids, settings)
         )
         if notice:
@@ -199,7 +203,7 @@ class Translator:
         beam_size = int(settings.get("beam_size", 1))
         top_k = top_k or int(settings.get("top_k", 5))
         requested = {"target": None, "prefix": None, "target_ids": None, "prefix_ids": prefix_ids}
-        forked, notice = self._run(
+        forked, notice = self.run(
             lambda m, d: self._trace_on(m, d, original.source_text, beam_size, room, top_k, None, prefix_ids, requested)
         )
         if notice:
@@ -232,7 +236,7 @@ class Translator:
         prefix_ids = self._checked_output(prefix_ids or [], "prefix_ids")
         if prefix_ids[-1:] == [self.config.eos_id]:
             raise ValueError("prefix_ids ends with EOS: there is nothing left to search")
-        tree, _ = self._run(lambda m, d: self._beam_tree_on(m, d, source.ids, beam_size, max_len, alpha, prefix_ids))
+        tree, _ = self.run(lambda m, d: self._beam_tree_on(m, d, source.ids, beam_size, max_len, alpha, prefix_ids))
         for node, piece in zip(tree.nodes, self.tokenizer.pieces([n.token for n in tree.nodes], "target"), strict=True):
             node.piece = piece
         tree.source_text = text
@@ -274,7 +278,7 @@ class Translator:
 
         See model.internals.attention_stages; draw it with viz.internals.attention_stage_figures.
         """
-        stages, _ = self._run(
+        stages, _ = self.run(
             lambda m, d: attention_stages(
                 m,
                 trace.source_ids,

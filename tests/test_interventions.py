@@ -342,6 +342,31 @@ def test_importance_halves_its_passes_after_running_out_of_gpu_memory(translator
         head_importance(translator, SENTENCE, target_ids=output, batch_size=2)
 
 
+def test_importance_moves_to_the_cpu_when_even_one_row_does_not_fit(translator, monkeypatch):
+    """A pretend accelerator ("meta" tensors) that is always out of memory: the drops come from a CPU copy."""
+    import model.interventions as interventions
+
+    output = translator.trace(SENTENCE, beam_size=1, max_len=MAX_LEN).target_ids[1:]
+    expected = head_importance(translator, SENTENCE, target_ids=output)
+    assert expected.notice is None
+    pretend_gpu = Translator(translator.model, translator.tokenizer, torch.device("meta"), name="pretend")
+    row_log_probs = interventions._row_log_probs
+    devices: list[str] = []
+
+    def full_accelerator(model, src, *args):
+        devices.append(src.device.type)
+        if src.device.type == "meta":
+            raise torch.OutOfMemoryError("out of memory (test)")
+        return row_log_probs(model, src, *args)
+
+    monkeypatch.setattr(interventions, "_row_log_probs", full_accelerator)
+    moved = head_importance(pretend_gpu, SENTENCE, target_ids=output, batch_size=4)
+    assert devices[:3] == ["meta"] * 3 and set(devices[3:]) == {"cpu"}, devices
+    assert "CPU" in moved.notice
+    for kind, grid in expected.drops.items():
+        np.testing.assert_allclose(moved.drops[kind], grid, rtol=0, atol=1e-5)
+
+
 # --- positional encoding ---
 
 
