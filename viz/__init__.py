@@ -16,15 +16,29 @@ from viz.attention import (
     max_over_heads,
     mean_over_heads,
 )
+from viz.beam import beam_tree_figure
 from viz.decoding import step_attention, token_probabilities, top_k_figure
 from viz.evolution import evolution_figure
 from viz.export import LessonSection, lesson_html
+from viz.head_stats import head_stats_frame, head_stats_heatmap, statistic_grid
+from viz.internals import attention_stage_figures
+from viz.interventions import (
+    ablation_tokens_figure,
+    importance_frame,
+    importance_heatmap,
+    positional_attention_figure,
+    positional_tokens_figure,
+    probability_change_figure,
+    translation_diff_figure,
+)
+from viz.pairs import pair_difference_heatmap, pair_heatmaps
 from viz.positional import encoding_norms, positional_curves, positional_matrix, positional_similarity
 from viz.presenter import enlarge
 from viz.quiz import Guess, QuizScore, StepScore, StepTruth, score_step, step_truth, total_score
 from viz.style import ATTENTION_COLORSCALE, chart_config, power_colorscale
 from viz.tokens import TokenAttention, display_piece, select_tokens
 from viz.trace_views import ATTENTION_KINDS, AttentionAxes, DecodingStep, attention_axes, decoding_step
+from viz.whatif import fork_attention_figures, fork_info, fork_tokens_figure
 
 __all__ = [
     "ATTENTION_COLORSCALE",
@@ -37,30 +51,47 @@ __all__ = [
     "StepScore",
     "StepTruth",
     "TokenAttention",
+    "ablation_tokens_figure",
     "aggregate_figure",
     "attention_axes",
     "attention_grid",
     "attention_heatmap",
     "attention_rollout",
+    "attention_stage_figures",
+    "beam_tree_figure",
     "chart_config",
     "decoding_step",
     "display_piece",
     "encoding_norms",
     "enlarge",
     "evolution_figure",
+    "fork_attention_figures",
+    "fork_info",
+    "fork_tokens_figure",
+    "head_stats_frame",
+    "head_stats_heatmap",
     "head_view",
+    "importance_frame",
+    "importance_heatmap",
     "lesson_html",
     "max_over_heads",
     "mean_over_heads",
+    "pair_difference_heatmap",
+    "pair_heatmaps",
+    "positional_attention_figure",
     "positional_curves",
     "positional_matrix",
     "positional_similarity",
+    "positional_tokens_figure",
     "power_colorscale",
+    "probability_change_figure",
     "score_step",
     "select_tokens",
+    "statistic_grid",
     "step_attention",
     "step_truth",
     "token_probabilities",
     "top_k_figure",
     "total_score",
+    "translation_diff_figure",
 ]

@@ -29,7 +29,38 @@ EXAMPLE_SENTENCES: dict[str, list[str]] = {
     ],
 }
 
-LANGUAGE_NAMES = {"en": "English", "de": "German", "fr": "French", "cs": "Czech"}
+LANGUAGE_NAMES = {
+    "en": "English",
+    "de": "German",
+    "fr": "French",
+    "cs": "Czech",
+    # the toy checkpoints' synthetic "languages" (checkpoints/toy-*/card.json)
+    "seq": "Symbol sequence",
+    "copy": "The same sequence",
+    "rev": "The sequence reversed",
+    "sorted": "The sequence sorted",
+    "svo": "Subject–verb–object order",
+    "sov": "Subject–object–verb order",
+}
+
+# Minimal pairs to start the pair view from: two sentences that differ in one detail.
+EXAMPLE_PAIRS: dict[str, list[tuple[str, str]]] = {
+    "en": [
+        ("The dog bites the man.", "The man bites the dog."),
+        ("A man is riding a bike.", "A woman is riding a bike."),
+        ("The boy throws the ball to his father.", "The girl throws the ball to her father."),
+        ("Two dogs are playing in the snow.", "Two dogs are playing in the water."),
+    ],
+    "de": [
+        ("Der Hund beißt den Mann.", "Der Mann beißt den Hund."),
+        ("Ein Mann fährt Fahrrad.", "Eine Frau fährt Fahrrad."),
+    ],
+    "seq": [("a b c d e", "a c b d e"), ("k w c m", "k w c m b")],
+    "svo": [
+        ("the cat pushes the dog", "the dog pushes the cat"),
+        ("the book pushes a cat", "the book pushes a red cat"),
+    ],
+}
 
 
 MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:])")
@@ -48,6 +79,22 @@ def pieces_markdown(pieces: Sequence[str]) -> str:
 def example_sentences(source_language: str | None) -> list[str]:
     """Examples in the checkpoint's source language (English when it is unknown)."""
     return EXAMPLE_SENTENCES.get((source_language or "en").lower(), EXAMPLE_SENTENCES["en"])
+
+
+def card_examples(card: dict[str, Any]) -> list[str]:
+    """The inputs a checkpoint's card lists under "examples" (the toy checkpoints), else example sentences in its
+    source language."""
+    listed = card.get("examples")
+    if isinstance(listed, list):
+        usable = [example for example in listed if isinstance(example, str) and example.strip()]
+        if usable:
+            return usable
+    return example_sentences(card.get("source_language"))
+
+
+def example_pairs(source_language: str | None) -> list[tuple[str, str]]:
+    """Minimal pairs in the checkpoint's source language; none when there are none for it."""
+    return EXAMPLE_PAIRS.get((source_language or "en").lower(), [])
 
 
 def bleu_scores(card: dict[str, Any]) -> dict[str, float]:
@@ -173,7 +220,88 @@ EXPLANATIONS: dict[str, str] = {
         "One HTML file with this sentence's translation and the views on screen now (charts included, "
         "no internet needed to open it); print it from the browser for a handout."
     ),
+    "experiments": (
+        "**Experiments.** Change one thing and watch what the model does: another token at one step, "
+        "heads switched off, word order taken away; or look closer: every hypothesis of beam search, the "
+        "arithmetic inside one head, statistics of every head, two sentences side by side. Each uses this "
+        "page's sentence and decoding settings."
+    ),
+    "whatif": (
+        "**What if…?** At one step, make the model write another token (one of its top candidates, or a "
+        "word you type) and let it go on from there. The steps before the fork read exactly what they "
+        "read in the original — the decoder only looks back — so they stay the same; from the fork on, "
+        "the model continues on its own, decoding as the original was decoded (greedy or beam search). "
+        "Top: both translations token by token, coloured by how sure the model was, the forced token "
+        "framed. Below: the same head in both, one row per step, the fork step framed."
+    ),
+    "beam_tree": (
+        "**Beam search tree.** Beam search keeps a few hypotheses (the *beams*) alive. At each step it "
+        "looks at the best 2 × beam-size one-token extensions of the live beams: the best are **kept**, "
+        "the rest **pruned**, and one that ends with </s> is **finished**. Across = step, down = rank "
+        "among that step's candidates. Hover a node for its token, its log-probability and its "
+        "length-normalised score (what finished hypotheses are ranked by). The hypotheses the search "
+        "returns are ringed; #1 is the translation. Pick a node below to see where that beam looked in "
+        "the source when it chose its token."
+    ),
+    "internals": (
+        "**Inside one head.** Section 3.2.1 of the paper, softmax(Q·Kᵀ / √d_k)·V, for one head and one "
+        "query row, one small figure per stage, each titled with its shape: the query (Q) of the row, "
+        "the keys (K) and values (V) of every position it may read; their dot products Q·Kᵀ; the scaling "
+        "by 1/√d_k (it keeps the softmax from turning too sharp when d_k is large); the mask (padding, "
+        "and in decoder self-attention the future); the masked scores (−∞ where hidden, drawn empty); "
+        "the softmax — the attention weights every other view shows — and the output, the weighted sum "
+        "of the values. ‖p_j·v_j‖ shows how much each key really adds to the output: a large weight on "
+        "a short value vector adds little."
+    ),
+    "head_stats": (
+        "**Head statistics.** A few numbers for every head, averaged over its query rows. *Entropy*: "
+        "how spread its attention is (0 bits: all on one token). *Mean distance*: how far from the "
+        "query's own position it looks (cross-attention: from the diagonal). *Same position / previous "
+        "/ next token*: a previous-token head scores near 1 on *previous*. *On <s> / </s> / "
+        "punctuation*: heads with nothing to do often park their attention on </s>. *Diagonality*: "
+        "the share within one token of the diagonal — for cross-attention, how much it follows the "
+        "word order like an alignment. Click a column title of the table to sort by it. Over a file "
+        "(one sentence per line), each statistic is the mean over every query row of every sentence."
+    ),
+    "pairs": (
+        '**Minimal pairs.** Two sentences that differ in one detail ("The dog bites the man." / "The '
+        'man bites the dog."): both translations, the same head on each (one colour scale), and their '
+        "difference, first − second (blue: the first sentence attends more; red: less; white: the "
+        "same), on the tokens both share in the same order. Tokens that are not shared in order — here "
+        "*dog* and *man*, which swapped places — are left out of the difference."
+    ),
+    "ablation": (
+        "**Switching heads off.** A removed head's output is replaced by zeros (or, with *mean*, by "
+        "its average output on this sentence) and the rest of the model runs as usual, for this "
+        "request only. Top: the original translation above the new one, aligned, changed tokens "
+        "highlighted. Bars: each token of the original translation, its probability with every head "
+        "and with the heads removed (both reading the original translation, so each bar pair compares "
+        "the same token at the same step); the title gives the drop in log-probability of the whole "
+        "original translation."
+    ),
+    "importance": (
+        "**Head importance.** For every head, how much the log-probability of this translation drops "
+        "when that head *alone* is removed (red: the translation relies on it; white: no change; blue: "
+        "the translation becomes more likely without it). It is about this sentence only, and heads can "
+        "stand in for each other: removing two together can hurt much more than each one alone."
+    ),
+    "word_order": (
+        "**Without word order.** Attention by itself ignores word order: only the positional encoding "
+        "tells positions apart. Remove it (from the encoder, the decoder or both) and the encoder sees "
+        "the source as a bag of pieces, while the decoder tells its steps apart only through the causal "
+        "mask. Or keep the model as it is and shuffle the words of the sentence. The two translations "
+        "are shown aligned with the changes highlighted, and the same head in both."
+    ),
 }
+
+
+def file_cap_notice(total: int, used: int) -> str:
+    """Why only the first sentences of an uploaded file are used (Markdown)."""
+    return (
+        f"The file has {total:,} sentences; the first {used:,} are used, so that one class's uploads do not "
+        "hold up the shared server."
+    )
+
 
 STAGE_NAMES = {"untrained": "untrained", "early": "early in training", "final": "finished model"}
 
