@@ -39,16 +39,43 @@ from streamlit.runtime.scriptrunner import get_script_run_ctx
 import viz
 from model import load_checkpoint
 from model.checkpoint import CheckpointEntry, CheckpointError, find_snapshots, read_card, scan_checkpoints
+from model.decoding import BeamTree
+from model.head_stats import (
+    STATISTICS,
+    batch_head_statistics,
+    mean_head_statistics,
+    sentences_from_text,
+    trace_head_statistics,
+)
+from model.internals import AttentionStages
+from model.interventions import (
+    ABLATION_MODES,
+    KIND_LABELS,
+    POSITIONAL_STACKS,
+    AblationComparison,
+    HeadImportance,
+    HeadRef,
+    PositionalComparison,
+    all_heads,
+    compare_ablation,
+    compare_positional,
+    head_importance,
+)
+from model.pairs import attention_pair
 from model.trace import Trace
 from model.translator import Translator
 from viz.export import LessonSection, lesson_html
+from viz.head_stats import STATISTIC_LABELS
+from viz.interventions import EXPERIMENT_LABELS
 from viz.quiz import Guess, StepTruth, piece_text, score_step, step_truth, total_score
 from viz.text import (
     CAVEAT,
     EXPLANATIONS,
+    card_examples,
     describe_card,
     escape_markdown,
-    example_sentences,
+    example_pairs,
+    file_cap_notice,
     no_snapshots,
     pieces_markdown,
     stage_label,
@@ -79,6 +106,22 @@ URL_KEYS = (
     "step_layer",
     "quiz_head",
     "evolution_kind",
+    "experiment",
+    "module_kind",
+    "query_row",
+    "fork_step",
+    "fork_token",
+    "fork_word",
+    "beam_node",
+    "show_pruned",
+    "statistic",
+    "stats_source",
+    "pair_sentence",
+    "ablate",
+    "ablation_mode",
+    "pe_experiment",
+    "pe_stacks",
+    "pe_seed",
     "presenter",
     "device",
     "decoding",
@@ -90,6 +133,12 @@ URL_KEYS = (
     "teacher_forcing",
     "target",
 )
+STATS_SOURCES = {"sentence": "This sentence", "file": "A file of sentences"}
+PE_EXPERIMENTS = {"no-pe": "Remove the positional encoding", "shuffle": "Shuffle the source words"}
+ABLATION_LABELS = {"zero": "zeros", "mean": "its mean output"}
+# A shared classroom server computes an uploaded file's sentences one by one; more would hold it up.
+MAX_FILE_SENTENCES = 100
+TOP_HEADS = 3  # the importance view's "switch off the most important heads" button
 # Presenter mode: larger text everywhere (Streamlit sizes text in rem) and the full width for the view.
 # The header stays: it holds the button that opens a collapsed sidebar. A constant: no user text
 # ever reaches st.html.
@@ -154,12 +203,103 @@ def compute_trace(
     )
 
 
+# Experiments: each is cached on the page's trace key (checkpoint, device, stamp, sentence, decoding settings)
+# and its own choices, so a class that looks at the same sentence computes it once.
+TraceKey = tuple[str, str, tuple[tuple[str, float], ...], str, int, int | None, str | None]
+
+
+@st.cache_data(show_spinner="Decoding the what-if…", max_entries=256)
+def compute_fork(key: TraceKey, step: int, token: int | str) -> Trace:
+    """The page's trace forked at ``step`` with ``token`` (an id from its top-k, or a typed word)."""
+    return load_translator(*key[:3]).fork(compute_trace(*key), step, token)
+
+
+@st.cache_data(show_spinner="Searching…", max_entries=64)
+def compute_beam_tree(key: TraceKey, beam_size: int) -> BeamTree:
+    path, device, stamp, text, _, max_len, _ = key
+    return load_translator(path, device, stamp).beam_tree(text, beam_size=beam_size, max_len=max_len)
+
+
+@st.cache_data(show_spinner="Reading the beam…", max_entries=256)
+def compute_beam_node_trace(key: TraceKey, beam_size: int, node_id: int) -> Trace:
+    return load_translator(*key[:3]).beam_node_trace(compute_beam_tree(key, beam_size), node_id)
+
+
+@st.cache_data(show_spinner="Opening the head…", max_entries=256)
+def compute_stages(key: TraceKey, module_name: str, head: int, step: int) -> AttentionStages:
+    return load_translator(*key[:3]).attention_stages(compute_trace(*key), module_name, head, step)
+
+
+@st.cache_data(max_entries=256)
+def trace_statistics(key: TraceKey) -> list[dict[str, Any]]:
+    """Every head's statistics over the page's trace (what the attention views show)."""
+    return trace_head_statistics(compute_trace(*key))
+
+
+@st.cache_data(show_spinner=False, max_entries=4096)
+def sentence_statistics(
+    path: str, device: str, stamp: tuple[tuple[str, float], ...], text: str, beam_size: int, max_len: int | None
+) -> list[dict[str, Any]]:
+    """One sentence of an uploaded file: its statistics table (small), cached per sentence."""
+    translator = load_translator(path, device, stamp)
+    return batch_head_statistics(translator, [text], beam_size=beam_size, max_len=max_len)
+
+
+@st.cache_data(show_spinner="Switching heads off…", max_entries=256)
+def compute_ablation(key: TraceKey, heads: tuple[HeadRef, ...], mode: str) -> AblationComparison:
+    path, device, stamp, text, beam_size, max_len, _ = key
+    translator = load_translator(path, device, stamp)
+    return compare_ablation(translator, text, list(heads), mode=mode, beam_size=beam_size, max_len=max_len)
+
+
+@st.cache_data(show_spinner="Ranking the heads…", max_entries=256)
+def compute_importance(key: TraceKey, mode: str) -> HeadImportance:
+    """Every head's importance for the model's own translation (the cached free trace: no second translation)."""
+    path, device, stamp, text, beam_size, max_len, _ = key
+    own = compute_trace(path, device, stamp, text, beam_size, max_len, None)
+    translator = load_translator(path, device, stamp)
+    return head_importance(translator, text, target_ids=own.target_ids[1:], mode=mode)
+
+
+@st.cache_data(show_spinner="Translating without word order…", max_entries=256)
+def compute_positional(key: TraceKey, experiment: str, stacks: tuple[str, ...], seed: int) -> PositionalComparison:
+    path, device, stamp, text, beam_size, max_len, _ = key
+    translator = load_translator(path, device, stamp)
+    return compare_positional(
+        translator, text, experiment, seed=seed, beam_size=beam_size, max_len=max_len, stacks=stacks
+    )
+
+
 # --- state: widgets <-> URL ---
 
 
 def url_text(value: Any) -> str:
-    """A value as the URL writes it: booleans as true/false, everything else as str()."""
+    """A value as the URL writes it: booleans as true/false, a list (multi-select) comma-separated, else str()."""
+    if isinstance(value, list):
+        return ",".join(url_text(item) for item in value)
     return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def valid(value: Any, options: list[Any] | None) -> bool:
+    """Whether a widget value is one of ``options`` (each item of it, for a multi-select); None: any text."""
+    if options is None:
+        return True
+    if isinstance(value, list):
+        return all(item in options for item in value)
+    return value in options
+
+
+def from_url(raw: str, default: Any, options: list[Any] | None) -> Any:
+    """A URL value as the widget value it writes (url_text), the default when it is not valid.
+
+    A multi-select (a list default) keeps the valid items, in the URL's order.
+    """
+    if options is None:
+        return raw
+    if isinstance(default, list):
+        by_text = {url_text(option): option for option in options}
+        return list(dict.fromkeys(by_text[part] for part in raw.split(",") if part in by_text))
+    return next((option for option in options if url_text(option) == raw), default)
 
 
 def read_url() -> None:
@@ -189,20 +329,15 @@ def remember(key: str, default: Any, options: list[Any] | None = None) -> None:
     Widgets get their values only through st.session_state (never a ``value=`` argument as
     well), so a value set here, by a callback or from the URL never conflicts with a default.
     ``options`` lists the valid values (a URL value must be one of them, by its url_text);
-    None means any text. The default is recorded so that the URL can leave it out.
+    None means any text. A list default marks a multi-select, whose value is a list of options.
+    The default is recorded so that the URL can leave it out.
     """
     st.session_state.url_defaults[key] = default
     requested = st.session_state.get("url_request")
     if requested is not None and key in URL_KEYS:
         raw = requested.get(key)
-        if raw is None:
-            value = default
-        elif options is None:
-            value = raw
-        else:
-            value = next((option for option in options if url_text(option) == raw), default)
-        st.session_state[key] = value
-    elif key not in st.session_state or (options is not None and st.session_state[key] not in options):
+        st.session_state[key] = default if raw is None else from_url(raw, default, options)
+    elif key not in st.session_state or not valid(st.session_state[key], options):
         st.session_state[key] = default
 
 
@@ -241,6 +376,17 @@ def use_example() -> None:
     if st.session_state.example:
         st.session_state.sentence = st.session_state.example
         st.session_state.example = None
+
+
+def use_example_pair(pairs: list[tuple[str, str]]) -> None:
+    """Copy the picked pair into the sentence box and the second sentence's box; the picker acts as a menu."""
+    if st.session_state.pair_example is not None:
+        st.session_state.sentence, st.session_state.pair_sentence = pairs[st.session_state.pair_example]
+        st.session_state.pair_example = None
+
+
+def set_ablated(keys: list[str]) -> None:
+    st.session_state.ablate = keys
 
 
 def prefill_target() -> None:
@@ -397,7 +543,7 @@ def sidebar_settings(max_len: int) -> dict[str, Any]:
 
 
 def source_section(card: dict[str, Any]) -> tuple[str, str | None]:
-    examples = example_sentences(card.get("source_language"))
+    examples = card_examples(card)
     if not presenting():
         st.selectbox(
             "Example sentences",
@@ -841,12 +987,364 @@ def evolution_view(page: dict[str, Any]) -> None:
     lesson.append(LessonSection("The translation at each stage", rows=rows))
 
 
+# --- experiments: one view with a sub-selector; each experiment is a small function of the page context ---
+
+
+def module_pickers(trace: Trace) -> tuple[str, int, int]:
+    """Attention kind, layer and head of an experiment that shows one head (URL: module_kind, layer, head)."""
+    remember("module_kind", "cross", list(ATTENTION_VIEWS))
+    kind = st.segmented_control(
+        "Attention", list(ATTENTION_VIEWS), format_func=ATTENTION_VIEWS.get, required=True, key="module_kind"
+    )
+    layer, head = layer_and_head_pickers(trace.attention_stack(kind).shape)
+    return kind, layer, head
+
+
+def translations_markdown(rows: list[tuple[str, str]]) -> str:
+    """Labelled translations, one per line; the texts escaped (they come from the user and the model)."""
+    return "  \n".join(f"**{label}:** {escape_markdown(text) or '(empty)'}" for label, text in rows)
+
+
+def show_translations(rows: list[tuple[str, str]], title: str, lesson: list[LessonSection]) -> None:
+    st.markdown(translations_markdown(rows))
+    lesson.append(LessonSection(title, rows=rows))
+
+
+def whatif_experiment(page: dict[str, Any]) -> None:
+    """Fork the translation at one step with another token and let the model continue."""
+    trace, file_stem, lesson, config = page["trace"], page["file_stem"], page["lesson"]["view"], page["config"]
+    explanation = how_to_read("whatif")
+    steps = list(range(trace.n_steps))
+    remember("fork_step", 0, steps)
+    pick_step, pick_token, type_word = st.columns(3)
+    step = pick_step.selectbox(
+        "Fork at step",
+        steps,
+        format_func=lambda s: f"step {s}: {piece_text(trace.predicted_pieces[s])}",
+        key="fork_step",
+    )
+    candidates = {
+        int(token): (piece, float(probability))
+        for token, piece, probability in zip(
+            trace.topk_ids[step], trace.topk_pieces[step], trace.topk_probs[step], strict=True
+        )
+        if int(token) not in (config.pad_id, config.bos_id)  # the decoder never writes these
+    }
+    written = trace.target_ids[step + 1]
+    remember("fork_token", next((t for t in candidates if t != written), written), list(candidates))
+    token_id = pick_token.selectbox(
+        "Write instead",
+        list(candidates),
+        format_func=lambda t: (
+            f"{piece_text(candidates[t][0])} ({candidates[t][1]:.2f})"
+            + (", as in the original" if t == written else "")
+        ),
+        key="fork_token",
+    )
+    remember("fork_word", "")
+    word = type_word.text_input("…or type a word", key="fork_word", help="A typed word replaces the pick.")
+    try:
+        forked = compute_fork(page["trace_key"], step, word.strip() or token_id)
+    except ValueError as error:
+        st.error(escape_markdown(str(error)))
+        return
+    notice = viz.fork_info(forked)["notice"]
+    if notice:
+        st.info(escape_markdown(notice))
+    show_translations([("Original", trace.translation), ("What if", forked.translation)], "What if…?", lesson)
+    show_figure(
+        viz.fork_tokens_figure(trace, forked, title="Original and what-if, token by token"),
+        f"{file_stem}-whatif-step{step}",
+        lesson,
+        explanation,
+    )
+    kind, layer, head = module_pickers(trace)
+    figures = viz.fork_attention_figures(
+        trace, forked, HeadRef(kind, layer, head).module_name, head, annotate=page["display"]["annotate"]
+    )
+    for column, figure, name in zip(st.columns(2), figures, ("original", "whatif"), strict=True):
+        with column:
+            show_figure(figure, f"{file_stem}-whatif-step{step}-{kind}-L{layer}H{head}-{name}", lesson)
+
+
+def beam_experiment(page: dict[str, Any]) -> None:
+    """Every hypothesis beam search examined, and where one beam looked when it chose its token."""
+    display, file_stem, lesson = page["display"], page["file_stem"], page["lesson"]["view"]
+    explanation = how_to_read("beam_tree")
+    beam_size = st.session_state.beam_size
+    st.caption(f"Beam size {beam_size}, as set in the sidebar (Search: Beam).")
+    remember("show_pruned", True, BOOLEANS)
+    show_pruned = st.toggle("Show pruned candidates", key="show_pruned")
+    tree = compute_beam_tree(page["trace_key"], beam_size)
+    show_figure(
+        viz.beam_tree_figure(tree, show_pruned=show_pruned, title=f"Beam search (beam {beam_size}): every hypothesis"),
+        f"{file_stem}-beam{beam_size}-tree",
+        lesson,
+        explanation,
+    )
+    nodes = list(range(1, len(tree.nodes)))
+    remember("beam_node", tree.results()[0].id, nodes)
+    pick_node, pick_layer = st.columns([2, 1])
+    node_id = pick_node.selectbox(
+        "Where did this beam look?",
+        nodes,
+        format_func=lambda n: (
+            f"step {tree.nodes[n].step}, rank {tree.nodes[n].rank + 1}: "
+            f"{piece_text(tree.nodes[n].piece)} ({tree.nodes[n].status})"
+        ),
+        key="beam_node",
+    )
+    node_trace = compute_beam_node_trace(page["trace_key"], beam_size, node_id)
+    layers = list(range(node_trace.attention_stack("cross").shape[0]))
+    remember("layer", 0, layers)
+    layer = pick_layer.selectbox("Decoder layer", layers, format_func=lambda n: f"layer {n}", key="layer")
+    rows = node_trace.attention_stack("cross")[layer, :, tree.trace_row(node_id), :]  # (heads, source tokens)
+    show_figure(
+        viz.step_attention(
+            rows, node_trace.source_pieces, **display, title=f"Cross-attention when this beam chose it, layer {layer}"
+        ),
+        f"{file_stem}-beam{beam_size}-node{node_id}-L{layer}",
+        lesson,
+    )
+
+
+def internals_experiment(page: dict[str, Any]) -> None:
+    """The stages of scaled dot-product attention for one head and one query row, each with its shape."""
+    trace, file_stem, lesson = page["trace"], page["file_stem"], page["lesson"]["view"]
+    explanation = how_to_read("internals")
+    kind, layer, head = module_pickers(trace)
+    queries = viz.attention_axes(trace, kind).query_pieces
+    rows = list(range(len(queries)))
+    remember("query_row", 0, rows)
+    row = st.selectbox(
+        "Query row" if kind == "encoder" else "Query row (decoding step)",
+        rows,
+        format_func=lambda r: f"{r}: {piece_text(queries[r])}",
+        key="query_row",
+    )
+    stages = compute_stages(page["trace_key"], HeadRef(kind, layer, head).module_name, head, row)
+    figures = viz.attention_stage_figures(stages)
+    name = f"{file_stem}-{kind}-L{layer}H{head}-row{row}"
+    for group in (("q", "k", "v"), ("scores", "scaled"), ("mask", "masked"), ("softmax", "contributions", "output")):
+        for column, stage in zip(st.columns(len(group)), group, strict=True):
+            with column:
+                show_figure(figures[stage], f"{name}-{stage}", lesson, explanation if stage == "q" else "")
+
+
+def file_statistics(page: dict[str, Any]) -> list[dict[str, Any]] | None:
+    """The statistics table over an uploaded file's sentences (at most MAX_FILE_SENTENCES), with progress."""
+    upload = st.file_uploader("A text file, one sentence per line", type=["txt"], key="stats_file")
+    if upload is None:
+        st.info("Upload a text file (UTF-8, one sentence per line) to average the statistics over its sentences.")
+        return None
+    try:
+        sentences = sentences_from_text(upload.getvalue(), source=upload.name)
+    except ValueError as error:
+        st.error(escape_markdown(str(error)))
+        return None
+    used = sentences[:MAX_FILE_SENTENCES]
+    if len(used) < len(sentences):
+        st.warning(file_cap_notice(len(sentences), len(used)))
+    path, device, stamp, _, beam_size, max_len, _ = page["trace_key"]
+    progress = st.progress(0.0, text="Translating the file's sentences…")
+    tables = []
+    for done, sentence in enumerate(used, start=1):
+        tables.append(sentence_statistics(path, device, stamp, sentence, beam_size, max_len))
+        progress.progress(done / len(used), text=f"Sentence {done} of {len(used)}")
+    progress.empty()
+    st.caption(f"Mean over {len(used)} sentences of {escape_markdown(upload.name)}, each translated by the model.")
+    return mean_head_statistics(tables)
+
+
+def stats_experiment(page: dict[str, Any]) -> None:
+    """Every head's statistics as a layers × heads heatmap per attention kind, and a sortable table."""
+    file_stem, lesson = page["file_stem"], page["lesson"]["view"]
+    explanation = how_to_read("head_stats")
+    remember("stats_source", "sentence", list(STATS_SOURCES))
+    remember("statistic", "entropy", list(STATISTICS))
+    pick_source, pick_statistic = st.columns(2)
+    source = pick_source.segmented_control(
+        "Over", list(STATS_SOURCES), format_func=STATS_SOURCES.get, required=True, key="stats_source"
+    )
+    statistic = pick_statistic.selectbox(
+        "Statistic", list(STATISTICS), format_func=STATISTIC_LABELS.get, key="statistic"
+    )
+    table = trace_statistics(page["trace_key"]) if source == "sentence" else file_statistics(page)
+    if table is None:
+        return
+    panels = [st.container() for _ in ATTENTION_VIEWS] if presenting() else st.columns(len(ATTENTION_VIEWS))
+    for panel, kind in zip(panels, ATTENTION_VIEWS, strict=True):
+        with panel:
+            show_figure(
+                viz.head_stats_heatmap(table, statistic, KIND_LABELS[kind]),
+                f"{file_stem}-stats-{source}-{statistic}-{kind}",
+                lesson,
+                explanation if kind == "encoder" else "",
+            )
+    st.dataframe(
+        viz.head_stats_frame(table),
+        hide_index=True,
+        width="stretch",
+        column_config={label: st.column_config.NumberColumn(format="%.3f") for label in STATISTIC_LABELS.values()},
+    )
+
+
+def pair_experiment(page: dict[str, Any]) -> None:
+    """The page's sentence beside a second one: both translations, one head on each, and their difference."""
+    trace, display, file_stem, lesson = page["trace"], page["display"], page["file_stem"], page["lesson"]["view"]
+    explanation = how_to_read("pairs")
+    pairs = example_pairs(page["entry"].card.get("source_language"))
+    if pairs and not presenting():
+        st.selectbox(
+            "Example pairs",
+            list(range(len(pairs))),
+            index=None,
+            format_func=lambda n: f"{pairs[n][0]}  /  {pairs[n][1]}",
+            placeholder="Pick a minimal pair…",
+            key="pair_example",
+            on_change=use_example_pair,
+            args=(pairs,),
+        )
+    remember("pair_sentence", "")
+    text = st.text_input("Second sentence (compared with the source sentence above)", key="pair_sentence")
+    if not text.strip():
+        st.info("Type a second sentence, or pick an example pair, to compare the two.")
+        return
+    path, device, stamp, _, beam_size, max_len, _ = page["trace_key"]
+    second = compute_trace(path, device, stamp, text, beam_size, max_len, None)
+    show_translations([("First", trace.translation), ("Second", second.translation)], "Minimal pair", lesson)
+    kind, layer, head = module_pickers(trace)
+    pair = attention_pair(trace, second, HeadRef(kind, layer, head).module_name, head)
+    tokens = {key: display[key] for key in ("merge_words", "show_special")}
+    name = f"{file_stem}-pair-{kind}-L{layer}H{head}"
+    show_figure(viz.pair_heatmaps(pair, **tokens), f"{name}-both", lesson, explanation)
+    show_figure(viz.pair_difference_heatmap(pair, **tokens), f"{name}-difference", lesson)
+
+
+def ablation_experiment(page: dict[str, Any]) -> None:
+    """Switch heads off and compare translations; every head's importance as a heatmap and a ranking."""
+    file_stem, lesson = page["file_stem"], page["lesson"]["view"]
+    explanation = how_to_read("ablation", "importance", caveat=False)
+    heads = {f"{ref.kind}.{ref.layer}.{ref.head}": ref for ref in all_heads(page["config"])}  # URL value -> head
+    remember("ablation_mode", "zero", list(ABLATION_MODES))
+    mode = st.segmented_control(
+        "Replace a removed head's output by",
+        list(ABLATION_MODES),
+        format_func=ABLATION_LABELS.get,
+        required=True,
+        key="ablation_mode",
+    )
+    importance = compute_importance(page["trace_key"], mode)
+    if importance.notice:
+        st.warning(importance.notice)
+    show_figure(
+        viz.importance_heatmap(importance), f"{file_stem}-importance-{mode}", lesson, EXPLANATIONS["importance"]
+    )
+    with st.expander("Ranking of the heads (table)"):
+        st.dataframe(viz.importance_frame(importance), hide_index=True, width="stretch", key="importance_table")
+    keys = {ref: key for key, ref in heads.items()}
+    most_important = [keys[ref] for ref, _ in importance.ranking()[:TOP_HEADS]]
+    remember("ablate", [], list(heads))
+    pick_heads, top_button = st.columns([3, 1], vertical_alignment="bottom")
+    chosen = pick_heads.multiselect(
+        "Heads to switch off", list(heads), format_func=lambda key: heads[key].label, key="ablate"
+    )
+    top_button.button(
+        f"The {TOP_HEADS} most important",
+        icon=":material/block:",
+        key="ablate_top",
+        on_click=set_ablated,
+        args=(most_important,),
+        width="stretch",
+    )
+    if not chosen:
+        st.info("Pick heads to switch off (or take the most important ones) to see the translation without them.")
+        return
+    comparison = compute_ablation(page["trace_key"], tuple(heads[key] for key in chosen), mode)
+    show_translations(
+        [("Original", comparison.original.translation), ("Heads switched off", comparison.ablated.translation)],
+        "Heads switched off",
+        lesson,
+    )
+    show_figure(viz.ablation_tokens_figure(comparison), f"{file_stem}-ablation-{mode}-tokens", lesson, explanation)
+    show_figure(viz.probability_change_figure(comparison), f"{file_stem}-ablation-{mode}-probabilities", lesson)
+
+
+def word_order_experiment(page: dict[str, Any]) -> None:
+    """Translate without the positional encoding, or with the source words shuffled, beside the original."""
+    display, file_stem, lesson = page["display"], page["file_stem"], page["lesson"]["view"]
+    explanation = how_to_read("word_order")
+    remember("pe_experiment", "no-pe", list(PE_EXPERIMENTS))
+    experiment = st.segmented_control(
+        "Experiment", list(PE_EXPERIMENTS), format_func=PE_EXPERIMENTS.get, required=True, key="pe_experiment"
+    )
+    stacks, seed = POSITIONAL_STACKS, 0
+    if experiment == "no-pe":
+        remember("pe_stacks", list(POSITIONAL_STACKS), list(POSITIONAL_STACKS))
+        stacks = tuple(
+            st.pills(
+                "Remove it from",
+                list(POSITIONAL_STACKS),
+                selection_mode="multi",
+                format_func=str.capitalize,
+                key="pe_stacks",
+            )
+        )
+        if not stacks:
+            st.info("Pick the encoder, the decoder or both.")
+            return
+    else:
+        remember("pe_seed", 0, list(range(1000)))
+        seed = st.number_input("Shuffle number (the same number gives the same order)", 0, 999, key="pe_seed")
+    comparison = compute_positional(page["trace_key"], experiment, stacks, seed)
+    label = EXPERIMENT_LABELS[experiment]
+    rows = [("Original", comparison.original.translation), (label.capitalize(), comparison.modified.translation)]
+    if experiment == "shuffle":
+        rows.insert(1, ("Shuffled sentence", comparison.modified.source_text))
+    show_translations(rows, f"Translation {label}", lesson)
+    show_figure(viz.positional_tokens_figure(comparison), f"{file_stem}-{experiment}-tokens", lesson, explanation)
+    kind, layer, head = module_pickers(page["trace"])
+    figure = viz.positional_attention_figure(
+        comparison,
+        HeadRef(kind, layer, head).module_name,
+        head,
+        **{key: display[key] for key in ("merge_words", "show_special")},
+    )
+    show_figure(figure, f"{file_stem}-{experiment}-{kind}-L{layer}H{head}", lesson)
+
+
+EXPERIMENTS: dict[str, tuple[str, Callable[[dict[str, Any]], None]]] = {
+    "whatif": ("What if…?", whatif_experiment),
+    "beam": ("Beam search tree", beam_experiment),
+    "internals": ("Inside one head", internals_experiment),
+    "stats": ("Head statistics", stats_experiment),
+    "pair": ("Minimal pairs", pair_experiment),
+    "ablation": ("Switch heads off", ablation_experiment),
+    "word_order": ("Without word order", word_order_experiment),
+}
+# These compare the model's own translations, so a typed target (teacher forcing) does not reach them.
+OWN_TRANSLATION_EXPERIMENTS = ("beam", "pair", "ablation", "word_order")
+
+
+def experiments_view(page: dict[str, Any]) -> None:
+    remember("experiment", "whatif", list(EXPERIMENTS))
+    choice = st.segmented_control(
+        "Experiment", list(EXPERIMENTS), format_func=lambda key: EXPERIMENTS[key][0], required=True, key="experiment"
+    )
+    if not presenting():
+        st.caption(EXPLANATIONS["experiments"])
+    if page["trace"].settings["mode"] == "forced" and choice in OWN_TRANSLATION_EXPERIMENTS:
+        st.caption("This experiment uses the model's own translation, not the target typed for teacher forcing.")
+    EXPERIMENTS[choice][1](page)
+
+
 VIEWS: dict[str, tuple[str, Callable[[dict[str, Any]], None]]] = {
     "steps": ("Decoding steps", steps_view),
     **{kind: (label, partial(attention_view, kind=kind)) for kind, label in ATTENTION_VIEWS.items()},
     "positional": ("Positional encoding", positional_view),
     "quiz": ("Quiz: predict, then reveal", quiz_view),
     "evolution": ("Training evolution", evolution_view),
+    "experiments": ("Experiments", experiments_view),
 }
 
 
@@ -862,9 +1360,16 @@ def page() -> None:
         st.session_state.translation = ""
         st.info("Type a sentence in the box above (or pick an example) to see its translation and attention.")
         return
-    trace = compute_trace(
-        entry.path, device, checkpoint_stamp(entry.path), text, settings["beam_size"], settings["max_len"], target
+    trace_key = (
+        entry.path,
+        device,
+        checkpoint_stamp(entry.path),
+        text,
+        settings["beam_size"],
+        settings["max_len"],
+        target,
     )
+    trace = compute_trace(*trace_key)
     if st.session_state.teacher_forcing and target is None:
         st.info(
             "Type a target sentence to see the attention the model gives it; until then the model translates freely."
@@ -878,7 +1383,9 @@ def page() -> None:
     context = {
         "entry": entry,
         "device": device,
+        "config": translator.config,
         "trace": trace,
+        "trace_key": trace_key,  # what the experiments' cached results are keyed on
         "display": display,
         "beam_size": settings["beam_size"],
         "max_len": settings["max_len"],
