@@ -6,6 +6,7 @@ import json
 
 import numpy as np
 import plotly.colors
+import plotly.io
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -59,8 +60,9 @@ def test_labels_are_html_escaped_everywhere():
     labels = ticktext(figure.layout.xaxis)
     assert labels[:3] == ["&lt;b&gt;bold&lt;/b&gt;", "\u00b7&amp;amp;", "&lt;a href=&#x27;x&#x27;&gt;"]
     assert "<script>" not in figure.layout.title.text
-    hover_labels = [label for row in figure.data[0].customdata for cell in row for label in cell]
-    assert not any("<b>" in label or "<a " in label for label in hover_labels)
+    # the hover shows these same tick labels (plotly.js writes a tick value as its ticktext)
+    assert ticktext(figure.layout.yaxis)[:3] == labels[:3]
+    assert figure.data[0].customdata is None and figure.data[0].text is None
 
 
 def test_repeated_tokens_keep_their_own_rows_and_columns():
@@ -84,8 +86,11 @@ def test_heatmap_holds_the_captured_weights_and_tokens(trace, kind):
     assert heatmap.z.shape == (len(axes.query_pieces), len(axes.key_pieces))
     assert ticktext(figure.layout.xaxis) == display_labels(axes.key_pieces)
     assert ticktext(figure.layout.yaxis) == display_labels(axes.query_pieces)
-    assert heatmap.customdata[0][-1][0] == display_piece(axes.query_pieces[0])
-    assert heatmap.customdata[0][-1][1] == display_piece(axes.key_pieces[-1])
+    # cells sit at plotly's default 0..n-1, the tick values; the hover names a cell by its tick label and position
+    assert heatmap.x is None and heatmap.y is None and heatmap.customdata is None
+    assert list(figure.layout.xaxis.tickvals) == list(range(len(axes.key_pieces)))
+    assert list(figure.layout.yaxis.tickvals) == list(range(len(axes.query_pieces)))
+    assert "query %{y} (%{y:d})" in heatmap.hovertemplate and "key %{x} (%{x:d})" in heatmap.hovertemplate
     assert "%{z:.4f}" in heatmap.hovertemplate and heatmap.texttemplate == "%{z:.2f}"
     assert (heatmap.zmin, heatmap.zmax) == (0.0, 1.0)
 
@@ -117,6 +122,16 @@ def test_grid_has_every_head_of_every_layer(trace):
         assert ticktext(figure.layout[axis_name]) == display_labels(axes.key_pieces)
     assert ticktext(figure.layout.yaxis) == display_labels(axes.query_pieces)
     assert figure.layout.coloraxis.cmax == 1.0
+
+
+def test_grid_sends_each_weight_once_and_no_per_cell_text(trace):
+    axes = viz.attention_axes(trace, "encoder")
+    figure = viz.attention_grid(axes.stack, axes.query_pieces, axes.key_pieces)
+    assert all(panel.customdata is None and panel.text is None for panel in figure.data)
+    sent = json.loads(figure.to_json())
+    cells = sum(np.asarray(panel.z).size for panel in figure.data)
+    assert cells == axes.stack.size
+    assert not any("customdata" in panel or "text" in panel for panel in sent["data"])
 
 
 def test_head_view_draws_each_weight_above_the_threshold(trace):
@@ -308,6 +323,20 @@ def test_power_colorscale_bends_colours_not_values():
     positions = [stop for stop, _ in scale]
     assert positions == [0.0, 0.0625, 0.25, 0.5625, 1.0]
     assert scale[2][1] == plotly.colors.sample_colorscale("Blues", [0.5])[0]  # weight 0.25 gets the middle colour
+
+
+def test_figures_carry_plotly_white_with_the_defaults_of_their_own_trace_types(trace):
+    white = plotly.io.templates["plotly_white"]
+    axes = viz.attention_axes(trace, "encoder")
+    for figure, drawn in (
+        (viz.attention_heatmap(axes.stack[0, 0], axes.query_pieces, axes.key_pieces), {"heatmap"}),
+        (viz.token_probabilities(trace.predicted_pieces, trace.step_probs), {"bar"}),
+        (viz.head_view(axes.stack[0], axes.query_pieces, axes.key_pieces), {"scatter"}),
+    ):
+        template = figure.layout.template
+        assert template.layout == white.layout
+        for kind in ("bar", "heatmap", "scatter", "histogram"):
+            assert template.data[kind] == (white.data[kind] if kind in drawn else ())
 
 
 def test_chart_config_exports_png_with_a_safe_name():

@@ -4,6 +4,12 @@ Every builder takes attention as captured, (..., queries, keys) numpy arrays, an
 of both axes; ``merge_words`` and ``show_special`` are applied by viz.tokens.select_tokens
 (see there for what merging and hiding do to the weights). Axes are integer positions with
 tick labels, so a token that occurs twice keeps two rows; hovers show the exact weight.
+
+Hovers name the tokens without any per-cell text: plotly.js writes an axis value that is
+one of ``tickvals`` as its ``ticktext``, so ``%{y}`` is the query's label and ``%{y:d}`` (a
+number format reads the raw value) its position. A heatmap therefore sends its weights and
+two label lists, never a (queries, keys) array of strings; for a 256-token grid that array
+was most of the 27 MB figure.
 """
 
 from __future__ import annotations
@@ -18,25 +24,14 @@ from plotly.subplots import make_subplots
 from viz.style import ATTENTION_COLORSCALE, ROW_HEIGHT, base_layout, head_colour
 from viz.tokens import TokenAttention, select_tokens
 
-HEATMAP_HOVER = "query %{customdata[0]} (%{y})<br>key %{customdata[1]} (%{x})<br>weight %{z:.4f}<extra></extra>"
+HEATMAP_HOVER = "query %{y} (%{y:d})<br>key %{x} (%{x:d})<br>weight %{z:.4f}<extra></extra>"
 OPACITY_LEVELS = 10  # the head view draws lines in this many opacity steps (one plotly trace each)
 
 
-def _hover_labels(attention: TokenAttention) -> np.ndarray:
-    """(queries, keys, 2) array of [query label, key label] for each cell's hover."""
-    queries, keys = len(attention.query_labels), len(attention.key_labels)
-    labels = np.empty((queries, keys, 2), dtype=object)
-    labels[:, :, 0] = np.asarray(attention.query_labels, dtype=object)[:, None]
-    labels[:, :, 1] = np.asarray(attention.key_labels, dtype=object)[None, :]
-    return labels
-
-
-def _heatmap(weights: np.ndarray, attention: TokenAttention, annotate: bool, hover: str, **kwargs) -> go.Heatmap:
+def _heatmap(weights: np.ndarray, annotate: bool, hover: str, **kwargs) -> go.Heatmap:
+    """Cells at x = 0..keys-1, y = 0..queries-1 (plotly's default x0 = y0 = 0, dx = dy = 1), as _token_axes labels."""
     return go.Heatmap(
         z=weights,
-        x=list(range(weights.shape[1])),
-        y=list(range(weights.shape[0])),
-        customdata=_hover_labels(attention),
         hovertemplate=hover,
         texttemplate="%{z:.2f}" if annotate else None,
         textfont={"size": 9},
@@ -44,23 +39,30 @@ def _heatmap(weights: np.ndarray, attention: TokenAttention, annotate: bool, hov
     )
 
 
-def _token_axes(figure: go.Figure, attention: TokenAttention, **selector) -> None:
-    figure.update_xaxes(
-        tickmode="array",
-        tickvals=list(range(len(attention.key_labels))),
-        ticktext=attention.key_labels,
-        tickangle=-60,
-        showgrid=False,
-        **selector,
-    )
-    figure.update_yaxes(
-        tickmode="array",
-        tickvals=list(range(len(attention.query_labels))),
-        ticktext=attention.query_labels,
-        autorange="reversed",  # first query at the top, as in a matrix
-        showgrid=False,
-        **selector,
-    )
+def _token_axes(attention: TokenAttention) -> tuple[dict, dict]:
+    """x (keys) and y (queries) axis settings: one tick per token at its position, labelled with it."""
+    x_axis = {
+        "tickmode": "array",
+        "tickvals": list(range(len(attention.key_labels))),
+        "ticktext": attention.key_labels,
+        "tickangle": -60,
+        "showgrid": False,
+    }
+    y_axis = {
+        "tickmode": "array",
+        "tickvals": list(range(len(attention.query_labels))),
+        "ticktext": attention.query_labels,
+        "autorange": "reversed",  # first query at the top, as in a matrix
+        "showgrid": False,
+    }
+    return x_axis, y_axis
+
+
+def _label_subplot_axes(figure: go.Figure, attention: TokenAttention, **both: object) -> None:
+    """Token axes on every subplot, with ``both`` (e.g. tickfont) added to x and y alike."""
+    x_axis, y_axis = _token_axes(attention)
+    figure.update_xaxes(x_axis | both)
+    figure.update_yaxes(y_axis | both)
 
 
 def attention_heatmap(
@@ -81,7 +83,6 @@ def attention_heatmap(
     attention = select_tokens(weights, query_pieces, key_pieces, merge_words=merge_words, show_special=show_special)
     heatmap = _heatmap(
         attention.weights,
-        attention,
         annotate,
         HEATMAP_HOVER,
         colorscale=ATTENTION_COLORSCALE,
@@ -89,10 +90,13 @@ def attention_heatmap(
         zmax=1.0,
         colorbar={"title": {"text": "weight"}},
     )
-    figure = go.Figure(heatmap)
-    _token_axes(figure, attention)
-    figure.update_xaxes(title_text="key (attended to)")
-    figure.update_yaxes(title_text="query (attending)")
+    x_axis, y_axis = _token_axes(attention)
+    # one layout given at construction: each update_*axes call costs several times more (plotly's relayout)
+    layout = {
+        "xaxis": {**x_axis, "title": {"text": "key (attended to)"}},
+        "yaxis": {**y_axis, "title": {"text": "query (attending)"}},
+    }
+    figure = go.Figure(heatmap, layout=layout)
     return base_layout(figure, html.escape(title), height=180 + ROW_HEIGHT * len(attention.query_labels))
 
 
@@ -121,14 +125,18 @@ def attention_grid(
         horizontal_spacing=0.015,
         vertical_spacing=0.02,
     )
-    for layer in range(n_layers):
-        for head in range(n_heads):
-            hover = f"layer {layer}, head {head}<br>" + HEATMAP_HOVER
-            trace = _heatmap(attention.weights[layer, head], attention, False, hover, coloraxis="coloraxis")
-            figure.add_trace(trace, row=layer + 1, col=head + 1)
-    _token_axes(figure, attention)
-    figure.update_xaxes(tickfont={"size": 9})
-    figure.update_yaxes(tickfont={"size": 9})
+    cells = [(layer, head) for layer in range(n_layers) for head in range(n_heads)]
+    panels = [
+        _heatmap(
+            attention.weights[layer, head],
+            False,
+            f"layer {layer}, head {head}<br>{HEATMAP_HOVER}",
+            coloraxis="coloraxis",
+        )
+        for layer, head in cells
+    ]
+    figure.add_traces(panels, rows=[layer + 1 for layer, _ in cells], cols=[head + 1 for _, head in cells])
+    _label_subplot_axes(figure, attention, tickfont={"size": 9})
     figure.update_layout(coloraxis={"colorscale": ATTENTION_COLORSCALE, "cmin": 0.0, "cmax": 1.0})
     panel_height = max(140, 12 * len(attention.query_labels))
     return base_layout(figure, html.escape(title), height=120 + panel_height * n_layers)
@@ -295,9 +303,9 @@ def aggregate_figure(
         for name, weights in panels.items()
     }
     for column, (name, attention) in enumerate(selections.items(), start=1):
-        panel = _heatmap(attention.weights, attention, annotate, f"{name}<br>" + HEATMAP_HOVER, coloraxis="coloraxis")
+        panel = _heatmap(attention.weights, annotate, f"{name}<br>" + HEATMAP_HOVER, coloraxis="coloraxis")
         figure.add_trace(panel, row=1, col=column)
     tokens = next(iter(selections.values()))  # every panel has the same tokens
-    _token_axes(figure, tokens)
+    _label_subplot_axes(figure, tokens)
     figure.update_layout(coloraxis={"colorscale": ATTENTION_COLORSCALE, "cmin": 0.0, "cmax": 1.0})
     return base_layout(figure, html.escape(title), height=200 + ROW_HEIGHT * len(tokens.query_labels))
