@@ -28,8 +28,8 @@ HEATMAP_HOVER = "query %{y} (%{y:d})<br>key %{x} (%{x:d})<br>weight %{z:.4f}<ext
 OPACITY_LEVELS = 10  # the head view draws lines in this many opacity steps (one plotly trace each)
 
 
-def _heatmap(weights: np.ndarray, annotate: bool, hover: str, **kwargs) -> go.Heatmap:
-    """Cells at x = 0..keys-1, y = 0..queries-1 (plotly's default x0 = y0 = 0, dx = dy = 1), as _token_axes labels."""
+def _weights_heatmap(weights: np.ndarray, annotate: bool, hover: str, **kwargs) -> go.Heatmap:
+    """Cells at x = 0..keys-1, y = 0..queries-1 (plotly's default x0 = y0 = 0, dx = dy = 1): the tick values."""
     return go.Heatmap(
         z=weights,
         hovertemplate=hover,
@@ -39,7 +39,24 @@ def _heatmap(weights: np.ndarray, annotate: bool, hover: str, **kwargs) -> go.He
     )
 
 
-def _token_axes(attention: TokenAttention) -> tuple[dict, dict]:
+def _hover_labels(attention: TokenAttention) -> np.ndarray:
+    """(queries, keys, 2) array of [query label, key label] for each cell's hover."""
+    queries, keys = len(attention.query_labels), len(attention.key_labels)
+    labels = np.empty((queries, keys, 2), dtype=object)
+    labels[:, :, 0] = np.asarray(attention.query_labels, dtype=object)[:, None]
+    labels[:, :, 1] = np.asarray(attention.key_labels, dtype=object)[None, :]
+    return labels
+
+
+def _heatmap(weights: np.ndarray, attention: TokenAttention, annotate: bool, hover: str, **kwargs) -> go.Heatmap:
+    """_weights_heatmap that also sends each cell's [query label, key label] as customdata.
+
+    For hovers written with %{customdata} (viz.pairs); this module's figures need none.
+    """
+    return _weights_heatmap(weights, annotate, hover, customdata=_hover_labels(attention), **kwargs)
+
+
+def _axis_settings(attention: TokenAttention) -> tuple[dict, dict]:
     """x (keys) and y (queries) axis settings: one tick per token at its position, labelled with it."""
     x_axis = {
         "tickmode": "array",
@@ -58,11 +75,11 @@ def _token_axes(attention: TokenAttention) -> tuple[dict, dict]:
     return x_axis, y_axis
 
 
-def _label_subplot_axes(figure: go.Figure, attention: TokenAttention, **both: object) -> None:
-    """Token axes on every subplot, with ``both`` (e.g. tickfont) added to x and y alike."""
-    x_axis, y_axis = _token_axes(attention)
-    figure.update_xaxes(x_axis | both)
-    figure.update_yaxes(y_axis | both)
+def _token_axes(figure: go.Figure, attention: TokenAttention, **options: object) -> None:
+    """Token axes on the subplots ``options`` select (row, col; all by default), plus any other axis ``options``."""
+    x_axis, y_axis = _axis_settings(attention)
+    figure.update_xaxes(x_axis, **options)
+    figure.update_yaxes(y_axis, **options)
 
 
 def attention_heatmap(
@@ -81,7 +98,7 @@ def attention_heatmap(
     weights show; the hover gives the exact weight.
     """
     attention = select_tokens(weights, query_pieces, key_pieces, merge_words=merge_words, show_special=show_special)
-    heatmap = _heatmap(
+    heatmap = _weights_heatmap(
         attention.weights,
         annotate,
         HEATMAP_HOVER,
@@ -90,7 +107,7 @@ def attention_heatmap(
         zmax=1.0,
         colorbar={"title": {"text": "weight"}},
     )
-    x_axis, y_axis = _token_axes(attention)
+    x_axis, y_axis = _axis_settings(attention)
     # one layout given at construction: each update_*axes call costs several times more (plotly's relayout)
     layout = {
         "xaxis": {**x_axis, "title": {"text": "key (attended to)"}},
@@ -127,7 +144,7 @@ def attention_grid(
     )
     cells = [(layer, head) for layer in range(n_layers) for head in range(n_heads)]
     panels = [
-        _heatmap(
+        _weights_heatmap(
             attention.weights[layer, head],
             False,
             f"layer {layer}, head {head}<br>{HEATMAP_HOVER}",
@@ -136,7 +153,7 @@ def attention_grid(
         for layer, head in cells
     ]
     figure.add_traces(panels, rows=[layer + 1 for layer, _ in cells], cols=[head + 1 for _, head in cells])
-    _label_subplot_axes(figure, attention, tickfont={"size": 9})
+    _token_axes(figure, attention, tickfont={"size": 9})
     figure.update_layout(coloraxis={"colorscale": ATTENTION_COLORSCALE, "cmin": 0.0, "cmax": 1.0})
     panel_height = max(140, 12 * len(attention.query_labels))
     return base_layout(figure, html.escape(title), height=120 + panel_height * n_layers)
@@ -303,9 +320,9 @@ def aggregate_figure(
         for name, weights in panels.items()
     }
     for column, (name, attention) in enumerate(selections.items(), start=1):
-        panel = _heatmap(attention.weights, annotate, f"{name}<br>" + HEATMAP_HOVER, coloraxis="coloraxis")
+        panel = _weights_heatmap(attention.weights, annotate, f"{name}<br>" + HEATMAP_HOVER, coloraxis="coloraxis")
         figure.add_trace(panel, row=1, col=column)
     tokens = next(iter(selections.values()))  # every panel has the same tokens
-    _label_subplot_axes(figure, tokens)
+    _token_axes(figure, tokens)
     figure.update_layout(coloraxis={"colorscale": ATTENTION_COLORSCALE, "cmin": 0.0, "cmax": 1.0})
     return base_layout(figure, html.escape(title), height=200 + ROW_HEIGHT * len(tokens.query_labels))
