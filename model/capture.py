@@ -76,6 +76,19 @@ def is_observed() -> bool:
     return _ACTIVE.get() is not None or _EDIT.get() is not None
 
 
+def observes_internals() -> bool:
+    """True when per-head queries, keys, values and outputs must pass through their probes here.
+
+    That is when an edit is active (it may replace any of them) or the capture records them.
+    A plain ``capture_attention`` block skips those four probes: nothing would read them, and
+    each probe call is a hooked module call.
+    """
+    if _EDIT.get() is not None:
+        return True
+    capture = _ACTIVE.get()
+    return capture is not None and capture.record_internals
+
+
 def _probe_hook(module: Probe, inputs: tuple[torch.Tensor, ...], output: torch.Tensor) -> torch.Tensor:
     edit = _EDIT.get()
     if edit is not None:

@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from model.capture import Probe, is_observed
+from model.capture import Probe, is_observed, observes_internals
 
 # Per-layer incremental-decoding cache: {"k": (B, H, T, dk), "v": (B, H, T, dk)}.
 KVCache = dict[str, torch.Tensor]
@@ -70,10 +70,11 @@ class PositionalEncoding(nn.Module):
 class MultiHeadAttention(nn.Module):
     """3.2.2: h parallel scaled dot-product attentions (3.2.1) over learned projections.
 
-    Under ``capture_attention`` or ``intervene`` the softmax is computed explicitly: the per-head
-    queries, keys, values, probabilities (B, H, Tq, Tk, through ``self.probe`` before dropout)
-    and outputs pass through probes. Otherwise the fused ``scaled_dot_product_attention``
-    kernel computes the same result faster.
+    Under ``capture_attention`` or ``intervene`` the softmax is computed explicitly and the
+    probabilities (B, H, Tq, Tk) pass through ``self.probe`` before dropout; the per-head
+    queries, keys, values and outputs pass through theirs under ``intervene`` or
+    ``capture_attention(internals=True)`` (model.capture.observes_internals). Otherwise the
+    fused ``scaled_dot_product_attention`` kernel computes the same result faster.
     """
 
     def __init__(self, d_model: int, n_heads: int, dropout: float) -> None:
@@ -123,13 +124,17 @@ class MultiHeadAttention(nn.Module):
                 cache["k"], cache["v"] = k, v
         if is_causal and allowed is None and q.size(2) > 1:  # one new query may see every cached key
             allowed = causal_mask(q.size(2), k.size(2), q.device)
-        if is_observed():  # a capture or an edit is active: explicit softmax, every intermediate probed
-            q, k, v = self.query_probe(q), self.key_probe(k), self.value_probe(v)
+        if is_observed():  # a capture or an edit is active: explicit softmax, the probabilities probed
+            internals = observes_internals()  # per-head q, k, v and outputs too, when an edit or capture wants them
+            if internals:
+                q, k, v = self.query_probe(q), self.key_probe(k), self.value_probe(v)
             scores = q @ k.transpose(-2, -1) / math.sqrt(self.head_dim)  # (B, H, Tq, Tk)
             if allowed is not None:
                 scores = scores.masked_fill(~allowed, float("-inf"))
             probs = self.probe(scores.softmax(dim=-1))  # (B, H, Tq, Tk)
-            context = self.head_probe(self.dropout(probs) @ v)  # (B, H, Tq, dk)
+            context = self.dropout(probs) @ v  # (B, H, Tq, dk)
+            if internals:
+                context = self.head_probe(context)
         else:
             context = F.scaled_dot_product_attention(
                 q, k, v, attn_mask=allowed, dropout_p=self.dropout.p if self.training else 0.0
