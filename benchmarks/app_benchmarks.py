@@ -14,7 +14,7 @@ import shutil
 import tempfile
 import threading
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
 import plotly.graph_objects as go
@@ -23,6 +23,7 @@ import plotly.tools
 
 import viz
 from benchmarks.context import Context
+from benchmarks.gate import FifoGate
 from benchmarks.records import Check, Record
 from benchmarks.subject import REPO, sentence_with_pieces
 from benchmarks.timing import alternate, median, percentile, time_call
@@ -106,17 +107,24 @@ def page_interaction(translator, text: str) -> int:
     return draw(default_view_figures, translator.trace(text, beam_size=APP_BEAM))
 
 
-def classroom_round(translator, texts: list[list[str]], errors: list[BaseException]) -> list[float]:
-    """One thread per session, all released at once; each makes its interactions in turn. Seconds each."""
+def classroom_round(
+    translator, texts: list[list[str]], errors: list[BaseException], gate: FifoGate | None = None
+) -> list[float]:
+    """One thread per session, all released at once; each makes its interactions in turn. Seconds each,
+    from asking to done: with a ``gate``, the time spent waiting for it counts."""
     start = threading.Barrier(len(texts))
     lock = threading.Lock()
     latencies: list[float] = []
+
+    def interaction(text: str) -> None:
+        with gate or nullcontext():
+            page_interaction(translator, text)
 
     def session(own: list[str]) -> None:
         try:
             start.wait()
             for text in own:
-                elapsed = time_call(lambda text=text: page_interaction(translator, text))
+                elapsed = time_call(lambda text=text: interaction(text))
                 with lock:
                     latencies.append(elapsed)
         except BaseException as error:  # noqa: BLE001 - reported after the join
@@ -132,17 +140,23 @@ def classroom_round(translator, texts: list[list[str]], errors: list[BaseExcepti
 
 def classroom_p95_ms(ctx: Context) -> list[Record]:
     """30 sessions at once (threads) on different sentences against the one shared model; p95 latency of an
-    interaction, vs the p95 of the same kind of interaction made by one session alone."""
+    interaction, vs the p95 of the same kind of interaction made by one session alone.
+
+    Each round also runs the same classroom through a first-come, first-served gate of one slot per
+    core (benchmarks.gate, an experiment: the page has no such gate), reported in ``params.fifo_gate``.
+    """
     translator = ctx.subject.translator
     sessions = 30
     per_session = ctx.reps(2, 5)
     rounds = ctx.reps(1, 3)
     alone_count = ctx.reps(8, 20)
+    slots = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     sentences = [
         sentence_with_pieces(translator, CLASSROOM_PIECES, seed=1000 + i) for i in range(sessions * per_session)
     ]
     page_interaction(translator, sentences[0])  # warm-up
     concurrent: list[float] = []
+    gated: list[float] = []
     alone: list[float] = []
     errors: list[BaseException] = []
     for round_index in range(rounds):
@@ -153,7 +167,9 @@ def classroom_p95_ms(ctx: Context) -> list[Record]:
             [sentences[(index * per_session + repeat + round_index) % len(sentences)] for repeat in range(per_session)]
             for index in range(sessions)
         ]
-        concurrent.extend(classroom_round(translator, texts, errors))
+        order = [(concurrent, None), (gated, FifoGate(slots))]  # which goes first alternates between rounds
+        for latencies, gate in order if round_index % 2 == 0 else order[::-1]:
+            latencies.extend(classroom_round(translator, texts, errors, gate))
     if errors:
         raise RuntimeError(f"{len(errors)} classroom sessions failed") from errors[0]
     value, baseline = percentile(concurrent, 95) * 1000, percentile(alone, 95) * 1000
@@ -174,6 +190,14 @@ def classroom_p95_ms(ctx: Context) -> list[Record]:
                 "value_samples": [t * 1000 for t in concurrent],
                 "baseline_samples": [t * 1000 for t in alone],
                 "statistic": "p95 (linear interpolation)",
+                "fifo_gate": {
+                    "what": "experiment: the same classroom with each interaction behind a first-come, first-served "
+                    f"gate of {slots} slot(s) (benchmarks.gate.FifoGate); latency includes the wait",
+                    "slots": slots,
+                    "p95_ms": percentile(gated, 95) * 1000,
+                    "median_ms": median(gated) * 1000,
+                    "samples": [t * 1000 for t in gated],
+                },
             },
         )
     ]

@@ -9,6 +9,12 @@ Targets are reported, never asserted: the exit status is 0 whenever every benchm
 
 from __future__ import annotations
 
+import os
+
+# Measure what the app runs: app.py gives every request (a session's thread) one intra-op CPU thread, and
+# so does this harness unless OMP_NUM_THREADS or --threads says otherwise. Set, as there, before torch is
+# first imported. On 2 busy cores, 2 intra-op threads made a batch-1 trace over ten times slower.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 import argparse
 import sys
 import time
@@ -103,7 +109,11 @@ def build_parser() -> argparse.ArgumentParser:
         "(default: checkpoints/multi30k-en-de, else the newest folder under checkpoints/, else random)",
     )
     parser.add_argument("--only", help="comma-separated benchmark names to run (default: all)")
-    parser.add_argument("--threads", type=int, help="torch CPU threads (default: PyTorch's choice)")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        help="torch intra-op CPU threads per working thread (default: OMP_NUM_THREADS, else 1 as in app.py)",
+    )
     parser.add_argument("--list", action="store_true", help="print the benchmark names with a summary and exit")
     return parser
 
@@ -128,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     plan = selected(args.only)
     if args.threads:
-        torch.set_num_threads(args.threads)
+        torch.set_num_threads(args.threads)  # threads started later (the classroom's sessions) take it up too
     if args.device == "cuda" and not torch.cuda.is_available():
         raise SystemExit("--device cuda: CUDA is not available here")
     device = ("cuda" if torch.cuda.is_available() else "cpu") if args.device == "auto" else args.device

@@ -21,7 +21,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from viz.style import ATTENTION_COLORSCALE, ROW_HEIGHT, base_layout, head_colour
+from viz.style import ATTENTION_COLORSCALE, ROW_HEIGHT, base_layout, head_colour, shared_layout
 from viz.tokens import TokenAttention, select_tokens
 
 HEATMAP_HOVER = "query %{y} (%{y:d})<br>key %{x} (%{x:d})<br>weight %{z:.4f}<extra></extra>"
@@ -108,13 +108,14 @@ def attention_heatmap(
         colorbar={"title": {"text": "weight"}},
     )
     x_axis, y_axis = _axis_settings(attention)
-    # one layout given at construction: each update_*axes call costs several times more (plotly's relayout)
+    # the whole layout given at construction: updating a built figure costs several times more (plotly's relayout)
+    height = 180 + ROW_HEIGHT * len(attention.query_labels)
     layout = {
         "xaxis": {**x_axis, "title": {"text": "key (attended to)"}},
         "yaxis": {**y_axis, "title": {"text": "query (attending)"}},
+        **shared_layout(html.escape(title), height, ["heatmap"]),
     }
-    figure = go.Figure(heatmap, layout=layout)
-    return base_layout(figure, html.escape(title), height=180 + ROW_HEIGHT * len(attention.query_labels))
+    return go.Figure(heatmap, layout=layout)
 
 
 def attention_grid(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
@@ -51,18 +52,25 @@ def white_template(trace_types: frozenset[str]) -> go.layout.Template:
     return go.layout.Template(layout=white["layout"], data=data)
 
 
-def base_layout(figure: go.Figure, title: str, height: int) -> go.Figure:
-    """Title, height, margins, fonts and the white look every figure shares; call it once the traces are added.
+def shared_layout(title: str, height: int, trace_types: Iterable[str]) -> dict[str, Any]:
+    """Title, height, margins, fonts and the white look every figure shares, as layout properties.
 
-    ``title`` must already be HTML-safe.
+    Give them to ``go.Figure(..., layout=...)`` where the traces' types are known before the
+    figure is built: plotly then validates them once, at about half the cost of base_layout's
+    update of a built figure. ``title`` must already be HTML-safe.
     """
-    figure.update_layout(
-        title={"text": title, "x": 0.0, "xanchor": "left"},
-        height=height,
-        margin={"l": 10, "r": 10, "t": 60, "b": 10},
-        font={"size": FONT_SIZE},
-        template=white_template(frozenset(trace.type for trace in figure.data)),
-    )
+    return {
+        "title": {"text": title, "x": 0.0, "xanchor": "left"},
+        "height": height,
+        "margin": {"l": 10, "r": 10, "t": 60, "b": 10},
+        "font": {"size": FONT_SIZE},
+        "template": white_template(frozenset(trace_types)),
+    }
+
+
+def base_layout(figure: go.Figure, title: str, height: int) -> go.Figure:
+    """shared_layout applied to a built figure; call it once the traces are added. ``title`` must be HTML-safe."""
+    figure.update_layout(shared_layout(title, height, (trace.type for trace in figure.data)))
     return figure
 
 
