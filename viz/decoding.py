@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from viz.style import ATTENTION_COLORSCALE, ROW_HEIGHT, base_layout, head_colour
+from viz.style import ATTENTION_COLORSCALE, ROW_HEIGHT, head_colour, shared_layout
 from viz.tokens import display_labels, select_tokens
 
 
@@ -16,18 +16,25 @@ def token_probabilities(pieces: Sequence[str], probabilities: np.ndarray, *, tit
     """How sure the model was of each output token: one bar per step, labelled with the token."""
     labels = display_labels(pieces)
     positions = list(range(len(labels)))
-    figure = go.Figure(
-        go.Bar(
-            x=positions,
-            y=np.asarray(probabilities),
-            customdata=labels,
-            marker_color=head_colour(0),
-            hovertemplate="step %{x}: %{customdata}<br>probability %{y:.4f}<extra></extra>",
-        )
+    bars = go.Bar(
+        x=positions,
+        y=np.asarray(probabilities),
+        customdata=labels,
+        marker_color=head_colour(0),
+        hovertemplate="step %{x}: %{customdata}<br>probability %{y:.4f}<extra></extra>",
     )
-    figure.update_xaxes(tickmode="array", tickvals=positions, ticktext=labels, tickangle=-60, title_text="output token")
-    figure.update_yaxes(range=[0, 1], title_text="probability")
-    return base_layout(figure, html.escape(title), height=300)
+    layout = {  # given at construction: updating a built figure costs several times more (plotly's relayout)
+        "xaxis": {
+            "tickmode": "array",
+            "tickvals": positions,
+            "ticktext": labels,
+            "tickangle": -60,
+            "title": {"text": "output token"},
+        },
+        "yaxis": {"range": [0, 1], "title": {"text": "probability"}},
+        **shared_layout(html.escape(title), 300, ["bar"]),
+    }
+    return go.Figure(bars, layout=layout)
 
 
 def top_k_figure(
@@ -41,21 +48,22 @@ def top_k_figure(
     labels = display_labels(pieces)
     positions = list(range(len(labels)))
     colours = [head_colour(1) if i == chosen else head_colour(0, 0.5) for i in positions]
-    figure = go.Figure(
-        go.Bar(
-            x=np.asarray(probabilities),
-            y=positions,
-            orientation="h",
-            customdata=labels,
-            marker_color=colours,
-            texttemplate="%{x:.3f}",
-            textposition="auto",
-            hovertemplate="%{customdata}<br>probability %{x:.4f}<extra></extra>",
-        )
+    bars = go.Bar(
+        x=np.asarray(probabilities),
+        y=positions,
+        orientation="h",
+        customdata=labels,
+        marker_color=colours,
+        texttemplate="%{x:.3f}",
+        textposition="auto",
+        hovertemplate="%{customdata}<br>probability %{x:.4f}<extra></extra>",
     )
-    figure.update_yaxes(tickmode="array", tickvals=positions, ticktext=labels, autorange="reversed")
-    figure.update_xaxes(range=[0, 1], title_text="probability")
-    return base_layout(figure, html.escape(title), height=140 + 30 * len(labels))
+    layout = {
+        "yaxis": {"tickmode": "array", "tickvals": positions, "ticktext": labels, "autorange": "reversed"},
+        "xaxis": {"range": [0, 1], "title": {"text": "probability"}},
+        **shared_layout(html.escape(title), 140 + 30 * len(labels), ["bar"]),
+    }
+    return go.Figure(bars, layout=layout)
 
 
 def step_attention(
@@ -77,28 +85,31 @@ def step_attention(
     table = np.concatenate([rows, rows.mean(axis=0, keepdims=True)], axis=0)  # (heads + 1, keys)
     attention = select_tokens(table, None, key_pieces, merge_words=merge_words, show_special=show_special)
     row_names = [f"head {head}" for head in range(rows.shape[0])] + ["mean"]
-    customdata = np.empty(attention.weights.shape + (2,), dtype=object)
-    customdata[:, :, 0] = np.asarray(row_names, dtype=object)[:, None]
-    customdata[:, :, 1] = np.asarray(attention.key_labels, dtype=object)[None, :]
-    figure = go.Figure(
-        go.Heatmap(
-            z=attention.weights,
-            x=list(range(len(attention.key_labels))),
-            y=list(range(len(row_names))),
-            customdata=customdata,
-            colorscale=ATTENTION_COLORSCALE,
-            zmin=0.0,
-            zmax=1.0,
-            texttemplate="%{z:.2f}" if annotate else None,
-            textfont={"size": 9},
-            hovertemplate="%{customdata[0]}<br>key %{customdata[1]} (%{x})<br>weight %{z:.4f}<extra></extra>",
-            colorbar={"title": {"text": "weight"}},
-        )
+    # cells at x = 0..keys-1 and y = 0..rows-1 (plotly's defaults), the tick values: the hover shows their
+    # tick labels, so no per-cell labels need to be sent
+    heatmap = go.Heatmap(
+        z=attention.weights,
+        colorscale=ATTENTION_COLORSCALE,
+        zmin=0.0,
+        zmax=1.0,
+        texttemplate="%{z:.2f}" if annotate else None,
+        textfont={"size": 9},
+        hovertemplate="%{y}<br>key %{x} (%{x:d})<br>weight %{z:.4f}<extra></extra>",
+        colorbar={"title": {"text": "weight"}},
     )
-    figure.update_xaxes(
-        tickmode="array", tickvals=list(range(len(attention.key_labels))), ticktext=attention.key_labels, tickangle=-60
-    )
-    figure.update_yaxes(
-        tickmode="array", tickvals=list(range(len(row_names))), ticktext=row_names, autorange="reversed"
-    )
-    return base_layout(figure, html.escape(title), height=200 + ROW_HEIGHT * len(row_names))
+    layout = {
+        "xaxis": {
+            "tickmode": "array",
+            "tickvals": list(range(len(attention.key_labels))),
+            "ticktext": attention.key_labels,
+            "tickangle": -60,
+        },
+        "yaxis": {
+            "tickmode": "array",
+            "tickvals": list(range(len(row_names))),
+            "ticktext": row_names,
+            "autorange": "reversed",
+        },
+        **shared_layout(html.escape(title), 200 + ROW_HEIGHT * len(row_names), ["heatmap"]),
+    }
+    return go.Figure(heatmap, layout=layout)
