@@ -26,8 +26,9 @@ import os
 # calling thread's OpenMP pool and make results differ in the last bits between threads.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 import html
-from collections.abc import Callable
-from functools import partial
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from functools import partial, wraps
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +39,7 @@ from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 import viz
 from model import load_checkpoint
+from model.admission import shared_gate
 from model.checkpoint import CheckpointEntry, CheckpointError, find_snapshots, read_card, scan_checkpoints
 from model.decoding import BeamTree
 from model.head_stats import (
@@ -632,10 +634,43 @@ def lesson_file(page: dict[str, Any]) -> str:
     return lesson_html("Attention explorer: a lesson on one sentence", sections, facts=facts, caveat=CAVEAT)
 
 
+# --- taking turns: many sessions, few cores ---
+
+
+@contextmanager
+def admitted() -> Iterator[None]:
+    """Run the page (or a fragment) when its turn comes: first come, first served, one run per core.
+
+    Thirty runs started at once on two cores all finish late together; in turns, the early
+    arrivals finish early and the last no later (model.admission). A run that has to wait says so.
+    """
+    gate = shared_gate()
+    with ExitStack() as turn:
+        if gate.is_full() and not gate.holds():
+            ahead = gate.waiting()
+            with st.spinner(f"Busy with other sessions: {f'{ahead} ahead of you' if ahead else 'you are next'}…"):
+                turn.enter_context(gate)
+        else:
+            turn.enter_context(gate)
+        yield
+
+
+def in_turn(view: Callable[..., None]) -> Callable[..., None]:
+    """A fragment's own reruns take their turn like page runs (inside a page run it already has one)."""
+
+    @wraps(view)
+    def run(*args: Any, **kwargs: Any) -> None:
+        with admitted():
+            view(*args, **kwargs)
+
+    return run
+
+
 # --- views: each draws itself from the page context (see page()) ---
 
 
 @st.fragment
+@in_turn
 def steps_view(page: dict[str, Any]) -> None:
     """Step navigation reruns only this fragment: the rest of the page and the model stay put."""
     trace, display, file_stem = page["trace"], page["display"], page["file_stem"]
@@ -808,6 +843,7 @@ def positional_view(page: dict[str, Any]) -> None:
 
 
 @st.fragment
+@in_turn
 def quiz_view(page: dict[str, Any]) -> None:
     """Predict, then reveal: guesses are kept per sentence, layer and head, and scored by viz.quiz."""
     trace, display, file_stem = page["trace"], page["display"], page["file_stem"]
@@ -1411,9 +1447,10 @@ def page() -> None:
 def main() -> None:
     st.set_page_config(page_title="Attention explorer", layout="wide")
     st.session_state.full_run = True  # fragments leave the URL to the full run's end
-    read_url()
-    page()
-    write_url()
+    with admitted():
+        read_url()
+        page()
+        write_url()
     st.session_state.full_run = False
 
 

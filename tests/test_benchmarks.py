@@ -10,13 +10,10 @@ from __future__ import annotations
 import json
 import math
 import statistics
-import threading
-import time
 
 import pytest
 
 from benchmarks import run, subject
-from benchmarks.gate import FifoGate
 from benchmarks.records import Check, Record
 from benchmarks.timing import percentile
 
@@ -63,66 +60,6 @@ def test_record_ratio_target_and_met():
 def test_percentile_matches_linear_interpolation():
     values = [5.0, 1.0, 4.0, 2.0, 3.0]
     assert percentile(values, 50) == 3.0 and percentile(values, 95) == pytest.approx(4.8)
-
-
-def wait_until(condition, limit_s: float = 10.0) -> None:
-    deadline = time.monotonic() + limit_s
-    while not condition():
-        assert time.monotonic() < deadline, "timed out waiting for the gate"
-        time.sleep(0.001)
-
-
-def test_fifo_gate_admits_in_arrival_order_even_against_a_releaser_asking_again():
-    gate = FifoGate(1)
-    admitted: list[str] = []
-    release = {name: threading.Event() for name in "ABCD"}
-
-    def visit(name: str, times: int = 1) -> None:
-        for _ in range(times):
-            with gate:
-                admitted.append(name)
-                release[name].wait()
-                release[name].clear()
-
-    first = threading.Thread(target=visit, args=("A", 2))
-    first.start()
-    wait_until(lambda: admitted == ["A"])
-    waiters = []
-    for count, name in enumerate("BCD", start=1):  # B, C, D ask in this order while A holds the gate
-        waiters.append(threading.Thread(target=visit, args=(name,)))
-        waiters[-1].start()
-        wait_until(lambda count=count: len(gate._waiting) == count)
-    release["A"].set()  # A leaves and at once asks again: it queues behind D
-    wait_until(lambda: len(admitted) == 2)
-    for name in "BCD":
-        release[name].set()
-    release["A"].set()
-    for thread in [first, *waiters]:
-        thread.join(timeout=10)
-    assert admitted == ["A", "B", "C", "D", "A"]
-
-
-def test_fifo_gate_never_holds_more_than_its_slots():
-    gate = FifoGate(2)
-    inside, peak, lock = [0], [0], threading.Lock()
-
-    def visit() -> None:
-        with gate:
-            with lock:
-                inside[0] += 1
-                peak[0] = max(peak[0], inside[0])
-            time.sleep(0.002)
-            with lock:
-                inside[0] -= 1
-
-    threads = [threading.Thread(target=visit) for _ in range(12)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=10)
-    assert peak[0] == 2 and inside[0] == 0
-    with pytest.raises(ValueError):
-        FifoGate(0)
 
 
 def test_default_checkpoint_falls_back_to_the_newest_folder(monkeypatch, tmp_path, tiny_checkpoint):
