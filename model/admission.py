@@ -64,6 +64,22 @@ class FifoGate:
         self._depth.count = 1
         return self
 
+    def pass_turn(self) -> None:
+        """Let every thread waiting now go first, then carry on: for a holder between the parts of long work.
+
+        Its slot goes to the longest waiter and it queues again at the back, so one long job (a
+        whole file of sentences) delays the others by one part each time, not by all of it.
+        """
+        if not self.holds():
+            raise RuntimeError("only a thread inside the gate can pass its turn")
+        with self._lock:
+            if not self._waiting:
+                return
+            self._waiting.popleft().set()  # the slot changes hands: _holders stays as it is
+            turn = threading.Event()
+            self._waiting.append(turn)
+        turn.wait()
+
     def __exit__(
         self, kind: type[BaseException] | None, error: BaseException | None, traceback: TracebackType | None
     ) -> None:

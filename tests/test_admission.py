@@ -91,6 +91,33 @@ def test_fifo_gate_lets_a_holder_through_again_without_a_second_slot():
     other.join(timeout=10)
 
 
+def test_passing_the_turn_lets_the_waiters_go_first_then_carries_on():
+    gate = FifoGate(1)
+    order: list[str] = []
+    with pytest.raises(RuntimeError):
+        gate.pass_turn()  # only a holder has a turn to pass
+    with gate:
+        gate.pass_turn()  # nobody waits: carries straight on
+        order.append("long job, part 1")
+        waiters = []
+        for queued, name in enumerate(("B", "C"), start=1):
+
+            def visit(name: str = name) -> None:
+                with gate:
+                    order.append(name)
+
+            waiters.append(threading.Thread(target=visit))
+            waiters[-1].start()
+            wait_until(lambda queued=queued: gate.waiting() == queued)
+        gate.pass_turn()
+        order.append("long job, part 2")
+        assert gate.holds()
+    for waiter in waiters:
+        waiter.join(timeout=10)
+    assert order == ["long job, part 1", "B", "C", "long job, part 2"]
+    assert not gate.is_full()
+
+
 def test_the_shared_gate_has_one_slot_per_available_core():
     assert shared_gate() is shared_gate()
     assert shared_gate().slots == available_cores() >= 1
