@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import random
 from pathlib import Path
 
@@ -53,3 +54,15 @@ def tiny_checkpoint(tmp_path_factory, toy_tokenizer) -> Path:
     folder = tmp_path_factory.mktemp("checkpoints") / "tiny-en-de"
     card = {"source_language": "en", "target_language": "de", "data": "random weights (tests)"}
     return save_checkpoint(folder, model, toy_tokenizer, card)
+
+
+@pytest.fixture(scope="session")
+def browser_ready() -> None:
+    """Skip a browser test where headless Chromium is missing; in CI (CI=true) a missing browser fails it."""
+    from browser_utils import missing_browser
+
+    reason = missing_browser()
+    if reason and os.environ.get("CI") == "true":
+        pytest.fail(f"browser tests must run in CI: {reason}")
+    if reason:
+        pytest.skip(reason)

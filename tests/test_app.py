@@ -12,11 +12,9 @@ from streamlit.testing.v1 import AppTest
 
 from model import load_checkpoint
 from model.translator import Translator
+from tests.app_utils import APP, CHECKPOINTS_ENV, REPO, assert_ok, chart_specs, chart_titled
 from viz.tokens import display_labels
 
-REPO = Path(__file__).resolve().parents[1]
-APP = str(REPO / "app.py")
-CHECKPOINTS_ENV = "ATTENTION_EXPLORER_CHECKPOINTS"
 SHORT_SENTENCE = "the girl sits."
 
 
@@ -39,24 +37,10 @@ def app(monkeypatch, checkpoints) -> AppTest:
     return AppTest.from_file(APP, default_timeout=60).run()
 
 
-def chart_specs(app: AppTest) -> list[dict]:
-    return [json.loads(chart.proto.spec) for chart in app.get("plotly_chart")]
-
-
 def translation_shown(app: AppTest) -> str:
     headings = [markdown.value for markdown in app.markdown if markdown.value.startswith("### ")]
     assert len(headings) == 1
     return headings[0].removeprefix("### ").replace("\\", "")
-
-
-def chart_titled(app: AppTest, start: str) -> dict:
-    matches = [spec for spec in chart_specs(app) if spec["layout"]["title"]["text"].startswith(start)]
-    assert len(matches) == 1, [spec["layout"]["title"]["text"] for spec in chart_specs(app)]
-    return matches[0]
-
-
-def assert_ok(app: AppTest) -> None:
-    assert not app.exception, [error.value for error in app.exception]
 
 
 def test_starts_and_shows_translation_tokens_and_figures(app, checkpoints):

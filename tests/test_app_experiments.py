@@ -7,8 +7,6 @@ run is short; one test uses the shipped default checkpoint, where a typed word r
 
 from __future__ import annotations
 
-import base64
-import json
 import re
 import shutil
 from pathlib import Path
@@ -30,6 +28,7 @@ from model.interventions import (
     shuffle_source_words,
 )
 from model.pairs import attention_pair
+from tests.app_utils import APP, CHECKPOINTS_ENV, REPO, assert_ok, chart_specs, chart_titled, chart_titles, plotly_array
 from viz.head_stats import statistic_grid
 from viz.text import (
     EXAMPLE_PAIRS,
@@ -41,9 +40,6 @@ from viz.text import (
     file_cap_notice,
 )
 
-REPO = Path(__file__).resolve().parents[1]
-APP = str(REPO / "app.py")
-CHECKPOINTS_ENV = "ATTENTION_EXPLORER_CHECKPOINTS"
 SENTENCE = "a man rides a blue bike in the park."  # words the toy tokenizer knows
 SECOND = "a woman rides a red bike in the park."
 MAX_LEN = 6  # the sidebar's "Max output tokens" for every page here: short traces, fast runs
@@ -89,32 +85,6 @@ def new_app(monkeypatch, checkpoints):
         return app.run()
 
     return make
-
-
-def assert_ok(app: AppTest) -> None:
-    assert not app.exception, [error.value for error in app.exception]
-
-
-def chart_specs(app: AppTest) -> list[dict]:
-    return [json.loads(chart.proto.spec) for chart in app.get("plotly_chart")]
-
-
-def chart_titles(app: AppTest) -> list[str]:
-    return [spec["layout"]["title"]["text"] for spec in chart_specs(app)]
-
-
-def chart_titled(app: AppTest, start: str) -> dict:
-    matches = [spec for spec in chart_specs(app) if spec["layout"]["title"]["text"].startswith(start)]
-    assert len(matches) == 1, chart_titles(app)
-    return matches[0]
-
-
-def plotly_array(value) -> np.ndarray:
-    """An array from a figure's JSON: a list, or plotly's base64 typed array {"dtype", "bdata", "shape"}."""
-    if isinstance(value, dict):
-        flat = np.frombuffer(base64.b64decode(value["bdata"]), dtype=value["dtype"])
-        return flat.reshape([int(n) for n in str(value.get("shape", flat.size)).split(",")])
-    return np.asarray(value, dtype=float)
 
 
 def translations_shown(app: AppTest) -> dict[str, str]:

@@ -22,13 +22,11 @@ import model
 from model import Transformer, load_checkpoint
 from model.checkpoint import save_checkpoint, scan_checkpoints
 from model.tokenizer import Tokenizer, train_sentencepiece
+from tests.app_utils import APP, CHECKPOINTS_ENV, assert_ok
 from tests.bad_inputs import BAD_INPUTS, MARKUP_INPUTS
 from tests.conftest import small_config, toy_sentences
 from viz.text import escape_markdown
 
-REPO = Path(__file__).resolve().parents[1]
-APP = str(REPO / "app.py")
-CHECKPOINTS_ENV = "ATTENTION_EXPLORER_CHECKPOINTS"
 MAX_OUTPUT = 4  # the sidebar's "Max output tokens": keeps each run short
 TRUNCATION_NOTICE = re.compile(r"The sentence has (\d+) pieces; only the first (\d+) fit the model and were used\.")
 ASK_FOR_SENTENCE = "Type a sentence in the box above"
@@ -45,10 +43,6 @@ def as_sent_by_browser(text: str) -> str:
     Python API gets them unchanged (tests/test_reliability.py).
     """
     return "".join("\ufffd" if 0xD800 <= ord(c) <= 0xDFFF else c for c in text)
-
-
-def assert_ok(app: AppTest) -> None:
-    assert not app.exception, [error.value for error in app.exception]
 
 
 def text_elements(app: AppTest) -> list:

@@ -7,13 +7,12 @@ with the reason when Selenium or Debian's chromium/chromedriver are missing, exc
 
 from __future__ import annotations
 
-import os
 import tempfile
 import time
 from pathlib import Path
 
 import pytest
-from browser_utils import REPO, chromium, missing_browser, streamlit_server
+from browser_utils import REPO, chromium, streamlit_server
 
 from model import load_checkpoint
 from model.trace import Trace
@@ -33,15 +32,6 @@ return Array.from(document.querySelectorAll('.js-plotly-plot')).map(gd => ({
     y: (gd.layout.yaxis && gd.layout.yaxis.ticktext) || [],
 }));
 """
-
-
-@pytest.fixture(scope="module")
-def browser_ready() -> None:
-    reason = missing_browser()
-    if reason and os.environ.get("CI") == "true":
-        pytest.fail(f"browser tests must run in CI: {reason}")
-    if reason:
-        pytest.skip(reason)
 
 
 @pytest.fixture(scope="module")

@@ -7,9 +7,6 @@ the reason when it is missing, except under CI=true).
 
 from __future__ import annotations
 
-import base64
-import json
-import os
 import re
 import shutil
 import tempfile
@@ -26,13 +23,11 @@ from streamlit.testing.v1 import AppTest, local_script_runner
 import viz
 from model import Transformer, load_checkpoint
 from model.checkpoint import find_snapshots, save_checkpoint
+from tests.app_utils import APP, CHECKPOINTS_ENV, REPO, assert_ok, chart_titled, chart_titles, plotly_array
 from tests.conftest import small_config
 from viz.quiz import step_truth
 from viz.text import no_snapshots
 
-REPO = Path(__file__).resolve().parents[1]
-APP = str(REPO / "app.py")
-CHECKPOINTS_ENV = "ATTENTION_EXPLORER_CHECKPOINTS"
 SENTENCE = "a man rides a blue bike in the park."  # words the toy tokenizer knows
 EXTERNAL_SCRIPT = re.compile(r"<script\b[^>]*\bsrc\s*=", re.IGNORECASE)
 
@@ -97,29 +92,6 @@ def lesson_files(monkeypatch) -> dict:
 
 def translator(checkpoints: Path, name: str = "tiny-en-de"):
     return load_checkpoint(checkpoints / name, device="cpu")
-
-
-def assert_ok(app: AppTest) -> None:
-    assert not app.exception, [error.value for error in app.exception]
-
-
-def chart_titles(app: AppTest) -> list[str]:
-    return [json.loads(chart.proto.spec)["layout"]["title"]["text"] for chart in app.get("plotly_chart")]
-
-
-def chart_titled(app: AppTest, start: str) -> dict:
-    specs = [json.loads(chart.proto.spec) for chart in app.get("plotly_chart")]
-    matches = [spec for spec in specs if spec["layout"]["title"]["text"].startswith(start)]
-    assert len(matches) == 1, chart_titles(app)
-    return matches[0]
-
-
-def plotly_array(value) -> np.ndarray:
-    """An array from a figure's JSON: a list, or plotly's base64 typed array {"dtype", "bdata", "shape"}."""
-    if isinstance(value, dict):
-        flat = np.frombuffer(base64.b64decode(value["bdata"]), dtype=value["dtype"])
-        return flat.reshape([int(n) for n in str(value.get("shape", flat.size)).split(",")])
-    return np.asarray(value)
 
 
 def step_heading(app: AppTest) -> str:
@@ -445,17 +417,6 @@ def test_lesson_export_holds_the_charts_on_screen(app, lesson_files, checkpoints
 # --- the Back button in a real browser ---
 
 
-@pytest.fixture(scope="module")
-def browser_ready() -> None:
-    from browser_utils import missing_browser
-
-    reason = missing_browser()
-    if reason and os.environ.get("CI") == "true":
-        pytest.fail(f"browser tests must run in CI: {reason}")
-    if reason:
-        pytest.skip(reason)
-
-
 READ_STATE = """
 const step = Array.from(document.querySelectorAll('p > strong'))
     .find(strong => strong.innerText.trim().startsWith('Step '));
@@ -472,7 +433,13 @@ def test_back_and_forward_in_chromium_walk_through_steps_and_views(browser_ready
     from selenium.webdriver.common.action_chains import ActionChains
     from selenium.webdriver.common.by import By
     from selenium.webdriver.common.keys import Keys
+    from selenium.webdriver.support import expected_conditions
     from selenium.webdriver.support.ui import WebDriverWait
+
+    def click_button(driver, label: str) -> None:
+        """Click the button once it is on the page: a full run may still be replacing the elements of the last."""
+        button = (By.XPATH, f"//button[.//p[normalize-space(.)='{label}']]")
+        WebDriverWait(driver, 30).until(expected_conditions.element_to_be_clickable(button)).click()
 
     def wait_for(driver, query: str, step: int, chart: str) -> None:
         def arrived(d) -> bool:
@@ -492,11 +459,11 @@ def test_back_and_forward_in_chromium_walk_through_steps_and_views(browser_ready
     ):
         driver.get(f"{url}/?checkpoint=toy-plain-en-de")
         wait_for(driver, "?checkpoint=toy-plain-en-de", 0, "Encoder self-attention")
-        driver.find_element(By.XPATH, "//button[.//p[normalize-space(.)='Next']]").click()
+        click_button(driver, "Next")
         wait_for(driver, "?checkpoint=toy-plain-en-de&step=1", 1, "Encoder self-attention")
         ActionChains(driver).send_keys(Keys.ARROW_RIGHT).perform()  # the Next button's shortcut
         wait_for(driver, "?checkpoint=toy-plain-en-de&step=2", 2, "Encoder self-attention")
-        driver.find_element(By.XPATH, "//button[.//p[normalize-space(.)='Cross-attention']]").click()
+        click_button(driver, "Cross-attention")
         wait_for(driver, "?checkpoint=toy-plain-en-de&view=cross&step=2", 2, "Cross-attention: layer 0")
         driver.back()
         wait_for(driver, "?checkpoint=toy-plain-en-de&step=2", 2, "Encoder self-attention")

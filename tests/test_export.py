@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import html
 import json
-import os
 import re
 import tempfile
 from pathlib import Path
@@ -90,17 +89,6 @@ def test_markdown_html_supports_only_the_explanations_subset():
     assert markdown_html("2 * 3 * 4") == "<p>2 * 3 * 4</p>"  # spaced asterisks are not emphasis
     assert markdown_html("<i>x</i> [link](http://x)") == "<p>&lt;i&gt;x&lt;/i&gt; [link](http://x)</p>"
     assert markdown_html("") == ""
-
-
-@pytest.fixture(scope="module")
-def browser_ready() -> None:
-    from browser_utils import missing_browser
-
-    reason = missing_browser()
-    if reason and os.environ.get("CI") == "true":
-        pytest.fail(f"browser tests must run in CI: {reason}")
-    if reason:
-        pytest.skip(reason)
 
 
 READ_CHARTS = """
