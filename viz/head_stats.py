@@ -15,7 +15,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from model.head_stats import ATTENTION_KINDS, SHARE_STATISTICS, STATISTIC_DESCRIPTIONS, STATISTICS
-from viz.style import ATTENTION_COLORSCALE, base_layout, power_colorscale
+from viz.style import ATTENTION_COLORSCALE, base_layout, layer_head_axes, power_colorscale
 
 STATISTIC_LABELS = {
     "entropy": "entropy (bits)",
@@ -77,17 +77,8 @@ def head_stats_heatmap(table: Sequence[dict[str, Any]], statistic: str, kind: st
         colorbar={"title": {"text": html.escape(label)}},
         **colours,
     )
-    figure = go.Figure(heatmap)
-    figure.update_xaxes(
-        tickmode="array", tickvals=list(range(n_heads)), ticktext=[f"head {h}" for h in range(n_heads)], showgrid=False
-    )
-    figure.update_yaxes(
-        tickmode="array",
-        tickvals=list(range(n_layers)),
-        ticktext=[f"layer {layer}" for layer in range(n_layers)],
-        autorange="reversed",  # layer 0 at the top, as in the attention grid
-        showgrid=False,
-    )
+    x_axis, y_axis = layer_head_axes(n_layers, n_heads)
+    figure = go.Figure(heatmap, layout={"xaxis": x_axis, "yaxis": y_axis})
     if not title:
         sentences = max(row["sentences"] for row in table if row["kind"] == kind)
         over = "this sentence" if sentences == 1 else f"mean over {sentences} sentences"

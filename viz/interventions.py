@@ -18,7 +18,7 @@ from plotly.subplots import make_subplots
 
 from model.interventions import KIND_LABELS, AblationComparison, HeadImportance, PositionalComparison, TokenDiff
 from viz.pairs import pair_heatmaps
-from viz.style import base_layout, head_colour
+from viz.style import base_layout, head_colour, layer_head_axes, token_rows
 from viz.tokens import display_labels
 
 CHANGED_COLOUR = head_colour(1)  # a token that differs between the two translations
@@ -64,25 +64,17 @@ def translation_diff_figure(
             z[row, column] = float(changed[index])
             text[row, column] = piece
             hover[row, column] = f"{names[row]}, token {index}: {piece} ({status})<br>probability {probs[index]:.4f}"
-    figure = go.Figure(
-        go.Heatmap(
-            z=z,
-            x=list(range(width)),
-            y=[0, 1],
-            text=text,
-            texttemplate="%{text}",
-            textfont={"size": 13},
-            customdata=hover,
-            hovertemplate="%{customdata}<extra></extra>",
-            colorscale=CHANGE_COLORSCALE,
-            zmin=0.0,
-            zmax=1.0,
-            showscale=False,
-            xgap=2,
-            ygap=2,
-        )
+    figure = token_rows(
+        z,
+        text,
+        names,
+        customdata=hover,
+        hovertemplate="%{customdata}<extra></extra>",
+        colorscale=CHANGE_COLORSCALE,
+        zmin=0.0,
+        zmax=1.0,
+        showscale=False,
     )
-    figure.update_yaxes(tickmode="array", tickvals=[0, 1], ticktext=names, autorange="reversed", showgrid=False)
     figure.update_xaxes(showticklabels=False, showgrid=False, zeroline=False)
     return base_layout(figure, html.escape(title), height=220)
 
@@ -155,23 +147,9 @@ def importance_heatmap(importance: HeadImportance, *, title: str = "") -> go.Fig
             row=1,
             col=column,
         )
-        figure.update_xaxes(
-            tickmode="array",
-            tickvals=list(range(n_heads)),
-            ticktext=[f"H{head}" for head in range(n_heads)],
-            showgrid=False,
-            row=1,
-            col=column,
-        )
-        figure.update_yaxes(
-            tickmode="array",
-            tickvals=list(range(n_layers)),
-            ticktext=[f"layer {layer}" for layer in range(n_layers)],
-            autorange="reversed",  # layer 0 at the top, as in the attention grid
-            showgrid=False,
-            row=1,
-            col=column,
-        )
+        x_axis, y_axis = layer_head_axes(n_layers, n_heads)
+        figure.update_xaxes(x_axis, row=1, col=column)
+        figure.update_yaxes(y_axis, row=1, col=column)
     figure.update_layout(
         coloraxis={
             "colorscale": IMPORTANCE_COLORSCALE,

@@ -86,6 +86,43 @@ def base_layout(figure: go.Figure, title: str, height: int) -> go.Figure:
     return figure
 
 
+def layer_head_axes(n_layers: int, n_heads: int) -> tuple[dict[str, Any], dict[str, Any]]:
+    """x (heads) and y (layers) axis settings of a layers × heads heatmap, layer 0 at the top as in the grid."""
+    x_axis = {
+        "tickmode": "array",
+        "tickvals": list(range(n_heads)),
+        "ticktext": [f"head {head}" for head in range(n_heads)],
+        "showgrid": False,
+    }
+    y_axis = {
+        "tickmode": "array",
+        "tickvals": list(range(n_layers)),
+        "ticktext": [f"layer {layer}" for layer in range(n_layers)],
+        "autorange": "reversed",
+        "showgrid": False,
+    }
+    return x_axis, y_axis
+
+
+def token_rows(z: np.ndarray, text: np.ndarray, row_names: list[str], **heatmap: Any) -> go.Figure:
+    """Translations as rows of token cells: one row per translation (named, first on top), one column per token,
+    each cell showing its token (``text``) and coloured by ``z``; ``heatmap`` adds the colours and the hover."""
+    rows, width = np.shape(z)
+    cells = go.Heatmap(
+        z=z,
+        x=list(range(width)),
+        y=list(range(rows)),
+        text=text,
+        texttemplate="%{text}",
+        textfont={"size": 13},
+        xgap=2,
+        ygap=2,
+        **heatmap,
+    )
+    y_axis = {"tickmode": "array", "tickvals": list(range(rows)), "ticktext": row_names, "autorange": "reversed"}
+    return go.Figure(cells, layout={"yaxis": {**y_axis, "showgrid": False}})
+
+
 def chart_config(filename: str) -> dict[str, Any]:
     """plotly config for a chart whose toolbar camera button saves a PNG named after the view."""
     safe_name = re.sub(r"[^A-Za-z0-9_.-]+", "-", filename).strip("-") or "figure"

@@ -11,7 +11,7 @@ import plotly.graph_objects as go
 from model.internals import attention_kind
 from model.trace import Trace
 from viz.attention import attention_heatmap
-from viz.style import ATTENTION_COLORSCALE, base_layout, head_colour
+from viz.style import ATTENTION_COLORSCALE, base_layout, head_colour, token_rows
 from viz.tokens import display_labels, word_text
 
 FORK_COLOUR = head_colour(1)
@@ -40,23 +40,16 @@ def fork_tokens_figure(original: Trace, forked: Trace, *, title: str = "") -> go
         text[row, : trace.n_steps] = display_labels(trace.predicted_pieces)
     rows = ["original", "what-if"]
     customdata = np.stack([np.broadcast_to(np.asarray(rows, dtype=object)[:, None], z.shape), text], axis=-1)
-    figure = go.Figure(
-        go.Heatmap(
-            z=z,
-            x=list(range(width)),
-            y=[0, 1],
-            text=text,
-            texttemplate="%{text}",
-            textfont={"size": 13},
-            customdata=customdata,
-            hovertemplate="%{customdata[0]}, step %{x}: %{customdata[1]}<br>probability %{z:.4f}<extra></extra>",
-            colorscale=ATTENTION_COLORSCALE,
-            zmin=0.0,
-            zmax=1.0,
-            colorbar={"title": {"text": "probability"}},
-            xgap=2,
-            ygap=2,
-        )
+    figure = token_rows(
+        z,
+        text,
+        rows,
+        customdata=customdata,
+        hovertemplate="%{customdata[0]}, step %{x}: %{customdata[1]}<br>probability %{z:.4f}<extra></extra>",
+        colorscale=ATTENTION_COLORSCALE,
+        zmin=0.0,
+        zmax=1.0,
+        colorbar={"title": {"text": "probability"}},
     )
     figure.add_shape(
         type="rect",
@@ -72,7 +65,6 @@ def fork_tokens_figure(original: Trace, forked: Trace, *, title: str = "") -> go
         annotation_text=f"fork at step {step}",
         annotation_position="top right",
     )
-    figure.update_yaxes(tickmode="array", tickvals=[0, 1], ticktext=rows, autorange="reversed")
     figure.update_xaxes(title_text="step (the token output at that step)", dtick=1)
     return base_layout(figure, html.escape(title), height=260)
 
