@@ -1185,7 +1185,7 @@ def file_statistics(page: dict[str, Any]) -> list[dict[str, Any]] | None:
     progress = st.progress(0.0, text="Translating the file's sentences…")
     tables = []
     for done, sentence in enumerate(used, start=1):
-        shared_gate().pass_turn()  # other sessions' runs go between the sentences, not after the whole file
+        shared_gate().pass_turn()  # a long file lets other sessions' runs in between, not after it all
         tables.append(sentence_statistics(path, device, stamp, sentence, beam_size, max_len))
         progress.progress(done / len(used), text=f"Sentence {done} of {len(used)}")
     progress.empty()

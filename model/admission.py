@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import os
 import threading
+import time
 from collections import deque
 from types import TracebackType
 
@@ -22,17 +23,20 @@ from types import TracebackType
 class FifoGate:
     """At most ``slots`` threads inside at a time, admitted strictly in the order they asked (``with gate: ...``).
 
-    Reentrant: a thread already inside passes straight through a nested ``with gate:``.
+    Reentrant: a thread already inside passes straight through a nested ``with gate:``. A holder
+    doing long work calls ``pass_turn`` between its parts; once it has held its slot for
+    ``turn_s`` seconds, the threads waiting then go first.
     """
 
-    def __init__(self, slots: int) -> None:
+    def __init__(self, slots: int, turn_s: float = 0.25) -> None:
         if slots < 1:
             raise ValueError("a gate needs at least one slot")
         self.slots = slots
+        self.turn_s = turn_s
         self._lock = threading.Lock()
         self._waiting: deque[threading.Event] = deque()
         self._holders = 0
-        self._depth = threading.local()  # per thread: how many nested ``with`` blocks it is in
+        self._mine = threading.local()  # per thread: nested ``with`` depth and when its current turn began
 
     def waiting(self) -> int:
         """How many threads are queued now (a new arrival would wait behind them)."""
@@ -46,51 +50,66 @@ class FifoGate:
 
     def holds(self) -> bool:
         """Whether the calling thread is inside."""
-        return getattr(self._depth, "count", 0) > 0
+        return getattr(self._mine, "depth", 0) > 0
 
     def __enter__(self) -> FifoGate:
         if self.holds():
-            self._depth.count += 1
+            self._mine.depth += 1
             return self
         with self._lock:
-            admitted = self._holders < self.slots and not self._waiting
-            if admitted:
+            turn = None if self._holders < self.slots and not self._waiting else self._queue()
+            if turn is None:
                 self._holders += 1
-            else:
-                turn = threading.Event()
-                self._waiting.append(turn)
-        if not admitted:
-            turn.wait()  # the releasing holder hands its slot over: _holders already counts this thread
-        self._depth.count = 1
+        self._wait(turn)
+        self._mine.depth = 1
         return self
 
     def pass_turn(self) -> None:
-        """Let every thread waiting now go first, then carry on: for a holder between the parts of long work.
+        """After ``turn_s`` inside, let every thread waiting now go first, then carry on.
 
-        Its slot goes to the longest waiter and it queues again at the back, so one long job (a
-        whole file of sentences) delays the others by one part each time, not by all of it.
+        The slot goes to the longest waiter and this thread queues again at the back, so one
+        long job (a whole file of sentences) delays the others by about ``turn_s`` at a time,
+        not by all of it; work that is quick (cached) never waits.
         """
         if not self.holds():
             raise RuntimeError("only a thread inside the gate can pass its turn")
+        if time.monotonic() - self._mine.since < self.turn_s:
+            return
         with self._lock:
             if not self._waiting:
                 return
-            self._waiting.popleft().set()  # the slot changes hands: _holders stays as it is
-            turn = threading.Event()
-            self._waiting.append(turn)
-        turn.wait()
+            self._hand_over()
+            turn = self._queue()
+        self._wait(turn)
 
     def __exit__(
         self, kind: type[BaseException] | None, error: BaseException | None, traceback: TracebackType | None
     ) -> None:
-        self._depth.count -= 1
-        if self._depth.count:
+        self._mine.depth -= 1
+        if self._mine.depth:
             return
         with self._lock:
             if self._waiting:
-                self._waiting.popleft().set()
+                self._hand_over()
             else:
                 self._holders -= 1
+
+    # _queue and _hand_over run under self._lock; _wait outside it
+
+    def _queue(self) -> threading.Event:
+        turn = threading.Event()
+        self._waiting.append(turn)
+        return turn
+
+    def _hand_over(self) -> None:
+        """The slot goes straight to the longest waiter: _holders stays as it is."""
+        self._waiting.popleft().set()
+
+    def _wait(self, turn: threading.Event | None) -> None:
+        """Wait for ``turn`` (None: admitted already), then start this thread's turn."""
+        if turn is not None:
+            turn.wait()
+        self._mine.since = time.monotonic()
 
 
 def available_cores() -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 
@@ -9,7 +10,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from model.admission import FifoGate, available_cores, shared_gate
-from tests.test_app_reliability import APP, CHECKPOINTS_ENV
+from tests.app_utils import APP, CHECKPOINTS_ENV
 
 
 def wait_until(condition, limit_s: float = 10.0) -> None:
@@ -92,7 +93,7 @@ def test_fifo_gate_lets_a_holder_through_again_without_a_second_slot():
 
 
 def test_passing_the_turn_lets_the_waiters_go_first_then_carries_on():
-    gate = FifoGate(1)
+    gate = FifoGate(1, turn_s=0.0)
     order: list[str] = []
     with pytest.raises(RuntimeError):
         gate.pass_turn()  # only a holder has a turn to pass
@@ -118,9 +119,30 @@ def test_passing_the_turn_lets_the_waiters_go_first_then_carries_on():
     assert not gate.is_full()
 
 
+def test_a_turn_is_passed_only_once_it_has_lasted_turn_s():
+    gate = FifoGate(1, turn_s=60.0)
+    entered = threading.Event()
+
+    def visit() -> None:
+        with gate:
+            entered.set()
+
+    with gate:
+        waiter = threading.Thread(target=visit)
+        waiter.start()
+        wait_until(lambda: gate.waiting() == 1)
+        gate.pass_turn()  # a quick (e.g. cached) part: the waiter is not let in
+        assert gate.waiting() == 1 and not entered.is_set()
+        gate.turn_s = 0.0
+        gate.pass_turn()  # now it has had its turn: the waiter goes first
+        assert entered.is_set()
+    waiter.join(timeout=10)
+
+
 def test_the_shared_gate_has_one_slot_per_available_core():
     assert shared_gate() is shared_gate()
-    assert shared_gate().slots == available_cores() >= 1
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    assert shared_gate().slots == available_cores() == cores
 
 
 def hold_every_slot(gate: FifoGate) -> tuple[threading.Event, list[threading.Thread]]:
