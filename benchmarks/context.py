@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
-from benchmarks.subject import Subject
+from benchmarks.subject import REPO, Subject
+
+# Multi30k as ../shared/data lays it out beside a clone of the repository ({split}.{lang}.gz)
+DEFAULT_DATA = REPO.parent / "shared" / "data" / "multi30k"
 
 
 @dataclass
 class Context:
     subject: Subject
     quick: bool
+    data: Path = DEFAULT_DATA  # parallel corpus folder for the training-epoch benchmark
 
     def reps(self, quick: int, full: int) -> int:
         """Repeats (or warm-up rounds, or sizes) for --quick and for a full run."""

@@ -4,22 +4,26 @@ one decoding step, a full trace, a long input, and training throughput."""
 from __future__ import annotations
 
 import copy
+import sys
 import warnings
 from types import SimpleNamespace
 
 import torch
-import torch.nn.functional as F
 
 from benchmarks.context import Context
 from benchmarks.records import Check, Record
 from benchmarks.subject import sentence_with_pieces
 from benchmarks.timing import alternate
 from model import capture_attention
+from model.data import collate, read_parallel, split_file, token_batches
 from model.decoding import greedy_decode, next_token_log_probs
 from model.interop import export_torch, tutorial_logits
+from model.train import encode_examples, train_step
 from model.transformer import Transformer
 
 SOURCE_TOKENS = 30  # "a 30-token sentence": source ids including EOS
+MAX_TOKENS = 4096  # python -m model.train's default --max-tokens: the batches an epoch of training makes
+EPOCH_SEED = 1001  # model.train's batch order of epoch 1 with its default --seed 1 (seed * 1000 + epoch)
 
 
 def tutorial_copy(model: Transformer):
@@ -257,38 +261,61 @@ def trace_ms(ctx: Context) -> list[Record]:
     ]
 
 
+class TrainingPair:
+    """Our model in training mode and its tutorial nn.Transformer copy (same weights), each with the optimizer of
+    python -m model.train (AdamW, betas 0.9/0.98, no weight decay), both stepped by model.train.train_step."""
+
+    def __init__(self, model: Transformer, device: torch.device) -> None:
+        self.ours = copy.deepcopy(model).float().to(device).train().requires_grad_(True)
+        self.theirs = tutorial_copy(self.ours).to(device).train().requires_grad_(True)
+        self.pad = model.config.pad_id
+        self.modules = {"ours": self.ours, "theirs": self.theirs}
+        self.forwards = {
+            "ours": self.ours,
+            "theirs": lambda src, tgt_in: tutorial_logits(self.theirs, src, tgt_in, self.pad),
+        }
+        self.optimizers = {
+            side: torch.optim.AdamW(module.parameters(), lr=1e-4, betas=(0.9, 0.98), weight_decay=0.0)
+            for side, module in self.modules.items()
+        }
+
+    def step(self, side: str, src: torch.Tensor, tgt: torch.Tensor, use_amp: bool) -> torch.Tensor:
+        """One train_step of "ours" or "theirs" (label smoothing 0.1, clipping at 1, the token-mean loss)."""
+        return train_step(
+            self.forwards[side],
+            self.modules[side].parameters(),
+            self.optimizers[side],
+            src,
+            tgt,
+            self.pad,
+            label_smoothing=0.1,
+            clip_norm=1.0,
+            use_amp=use_amp,
+            loss_divisor=float((tgt[:, 1:] != self.pad).sum()),
+        )
+
+
 def train_tokens_vs_torch(ctx: Context) -> list[Record]:
-    """Training steps (forward, label-smoothed loss, backward, clip, Adam) of our model vs the tutorial-layout
-    nn.Transformer with the same weights, on the same batches, steps alternating; target tokens per second."""
+    """Training steps (model.train.train_step: forward, label-smoothed loss, backward, clip, AdamW) of our model
+    vs the tutorial-layout nn.Transformer with the same weights, on the same batches, steps alternating; target
+    tokens per second."""
     device = ctx.subject.device
-    ours = copy.deepcopy(ctx.subject.model).to(device).train().requires_grad_(True)
-    theirs = tutorial_copy(ours).to(device).train().requires_grad_(True)
-    pad = ours.config.pad_id
+    pair = TrainingPair(ctx.subject.model, device)
     batch, length = (32, 32) if ctx.quick else (128, 32)  # ~ --max-tokens 4096 of python -m model.train
     batches = [
         (
-            random_ids(ours, batch, length, seed=10 + i).to(device),
-            random_ids(ours, batch, length + 1, seed=20 + i).to(device),
+            random_ids(pair.ours, batch, length, seed=10 + i).to(device),
+            random_ids(pair.ours, batch, length + 1, seed=20 + i).to(device),
         )
         for i in range(3)
     ]
     tokens = batch * length  # target tokens predicted per step (nothing padded)
-    optimizers = {
-        "ours": torch.optim.Adam(ours.parameters(), lr=1e-4, betas=(0.9, 0.98)),
-        "theirs": torch.optim.Adam(theirs.parameters(), lr=1e-4, betas=(0.9, 0.98)),
-    }
     counter = {"ours": 0, "theirs": 0}
 
-    def step(which: str) -> None:
-        src, tgt = batches[counter[which] % len(batches)]
-        counter[which] += 1
-        module = ours if which == "ours" else theirs
-        logits = ours(src, tgt[:, :-1]) if which == "ours" else tutorial_logits(theirs, src, tgt[:, :-1], pad)
-        loss = F.cross_entropy(logits.flatten(0, 1), tgt[:, 1:].flatten(), ignore_index=pad, label_smoothing=0.1)
-        optimizers[which].zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(module.parameters(), 1.0)
-        optimizers[which].step()
+    def step(side: str) -> None:
+        src, tgt = batches[counter[side] % len(batches)]
+        counter[side] += 1
+        pair.step(side, src, tgt, use_amp=False)
 
     paired = alternate(lambda: step("ours"), lambda: step("theirs"), ctx.reps(3, 15), 1, device)
     return [
@@ -303,10 +330,70 @@ def train_tokens_vs_torch(ctx: Context) -> list[Record]:
                 "baseline_is": "export_torch(model): tutorial Seq2SeqTransformer on nn.Transformer, same weights, "
                 "same batches, same loss and optimizer",
                 "tokens_per_step": tokens,
-                "dropout": ours.config.dropout,
+                "dropout": pair.ours.config.dropout,
                 "value_samples_s": paired.candidate,
                 "baseline_samples_s": paired.baseline,
                 "statistic": "tokens_per_step / median seconds",
+            },
+        )
+    ]
+
+
+def train_epoch_s(ctx: Context) -> list[Record]:
+    """Wall time of one training epoch over the Multi30k training split: every batch ``python -m model.train``
+    would make (token-bucketed, --max-tokens 4096, its seed), each collated, moved to the device and passed through
+    model.train.train_step (bf16 autocast on CUDA, as there), ours and the tutorial nn.Transformer in turns."""
+    device = ctx.subject.device
+    translator = ctx.subject.translator
+    config = translator.config
+    languages = (translator.card.get("source_language", "en"), translator.card.get("target_language", "de"))
+    pairs = read_parallel(*(split_file(ctx.data, "train", language) for language in languages))
+    examples = encode_examples(pairs, translator.tokenizer, config)
+    batches = token_batches(examples, MAX_TOKENS, seed=EPOCH_SEED)
+    pair = TrainingPair(ctx.subject.model, device)
+    pad = config.pad_id
+    use_amp = device.type == "cuda"
+    counter = {"ours": 0, "theirs": 0}
+    warmup = min(3, len(batches))
+    report_every = max(1, len(batches) // 10)
+
+    def step(side: str) -> None:
+        # warm-up takes the first batches; the timed steps then wrap round, so each batch is timed once per side
+        indices = batches[counter[side] % len(batches)]
+        counter[side] += 1
+        timed = counter[side] - warmup
+        if side == "theirs" and timed > 0 and timed % report_every == 0:  # minutes on a CPU: show it moving
+            print(f"  train_epoch_s: {timed}/{len(batches)} batches", file=sys.stderr, flush=True)
+        src, tgt = collate([examples[i] for i in indices], pad)
+        src, tgt = src.to(device, non_blocking=True), tgt.to(device, non_blocking=True)
+        loss = pair.step(side, src, tgt, use_amp)
+        float(loss)  # model.train reads every step's loss, which waits for the device as this does
+
+    paired = alternate(lambda: step("ours"), lambda: step("theirs"), len(batches), warmup, device)
+    target_tokens = sum(len(example.tgt) - 1 for example in examples)
+    value, baseline = sum(paired.candidate), sum(paired.baseline)
+    return [
+        Record(
+            "train_epoch_s",
+            value,
+            "s",
+            baseline,
+            (),
+            {
+                "case": f"{ctx.data.name} train {languages[0]}-{languages[1]}, {len(batches)} batches",
+                "baseline_is": "the same epoch (same batches, same train_step) for export_torch(model), the tutorial "
+                "Seq2SeqTransformer on nn.Transformer with the same weights, its steps in turns with ours",
+                "data": str(ctx.data),
+                "sentences": len(examples),
+                "batches": len(batches),
+                "max_tokens": MAX_TOKENS,
+                "target_tokens": target_tokens,
+                "tokens_per_s": target_tokens / value,
+                "baseline_tokens_per_s": target_tokens / baseline,
+                "bf16_autocast": use_amp,
+                "value_samples_s": paired.candidate,
+                "baseline_samples_s": paired.baseline,
+                "statistic": "sum of the epoch's step times (collate, copy to the device, train_step)",
             },
         )
     ]

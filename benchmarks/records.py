@@ -51,10 +51,13 @@ class Record:
 
     @property
     def target(self) -> str:
-        return " and ".join(check.text(self.unit) for check in self.checks)
+        return " and ".join(check.text(self.unit) for check in self.checks) or "none (figure reported)"
 
     @property
-    def met(self) -> bool:
+    def met(self) -> bool | None:
+        """None when there is no target to meet."""
+        if not self.checks:
+            return None
         return all(check.holds(self.value, self.ratio) for check in self.checks)
 
     def to_dict(self) -> dict[str, Any]:
@@ -104,7 +107,7 @@ def table(records: list[Record]) -> str:
             f"{_number(record.baseline)} {record.unit}",
             _number(record.ratio),
             record.target,
-            "yes" if record.met else "NO",
+            {True: "yes", False: "NO", None: "-"}[record.met],
         )
         for record in records
     ]

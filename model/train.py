@@ -18,6 +18,7 @@ import random
 import shlex
 import sys
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import asdict
 from pathlib import Path
 
@@ -230,6 +231,47 @@ def inverse_sqrt(step: int, warmup: int) -> float:
     return min(step / warmup, math.sqrt(warmup / step))
 
 
+def train_step(
+    forward: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+    parameters: Iterable[torch.nn.Parameter],
+    optimizer: torch.optim.Optimizer,
+    src: torch.Tensor,
+    tgt: torch.Tensor,
+    pad_id: int,
+    *,
+    label_smoothing: float,
+    clip_norm: float,
+    use_amp: bool,
+    loss_divisor: float,
+    weight: float = 1.0,
+) -> torch.Tensor:
+    """One optimisation step on a padded batch; returns the summed (label-smoothed) target loss, detached.
+
+    ``forward(src, tgt_in)`` gives logits (B, T-1, V) for ``tgt_in = tgt[:, :-1]``: the model itself, or any
+    stand-in with the same contract (benchmarks time nn.Transformer with this very step). The loss is summed
+    over target tokens, times ``weight``, and ``sum / loss_divisor`` is what backpropagates. Under ``use_amp``
+    the forward runs in bf16 autocast on CUDA and the loss in fp32.
+    """
+    with torch.autocast("cuda", dtype=torch.bfloat16, enabled=use_amp):
+        logits = forward(src, tgt[:, :-1])
+    loss_sum = (
+        F.cross_entropy(
+            logits.flatten(0, 1).float(),
+            tgt[:, 1:].flatten(),
+            ignore_index=pad_id,
+            label_smoothing=label_smoothing,
+            reduction="sum",
+        )
+        * weight
+    )
+    (loss_sum / loss_divisor).backward()
+    if clip_norm:
+        torch.nn.utils.clip_grad_norm_(parameters, clip_norm)
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    return loss_sum.detach()
+
+
 def weights_of(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     """State dict without tied duplicates, on CPU, for epoch files and averaging."""
     seen: set[int] = set()
@@ -396,26 +438,22 @@ def train(args: argparse.Namespace) -> Path:
             global_tokens = run.all_sum(local_tokens)
             for group in optimizer.param_groups:
                 group["lr"] = args.lr * inverse_sqrt(step + 1, args.warmup)
-            with torch.autocast("cuda", dtype=torch.bfloat16, enabled=use_amp):
-                logits = trained(src, tgt[:, :-1])
-            loss_sum = (
-                F.cross_entropy(
-                    logits.flatten(0, 1).float(),
-                    target.flatten(),
-                    ignore_index=config.pad_id,
-                    label_smoothing=args.label_smoothing,
-                    reduction="sum",
-                )
-                * weight
+            loss_sum = train_step(
+                trained,
+                model.parameters(),
+                optimizer,
+                src,
+                tgt,
+                config.pad_id,
+                label_smoothing=args.label_smoothing,
+                clip_norm=args.clip_norm,
+                use_amp=use_amp,
+                # DDP averages gradients over ranks; dividing by global tokens / world makes that the global token mean
+                loss_divisor=global_tokens / run.world,
+                weight=weight,
             )
-            # DDP averages gradients over ranks; scaling by world / global tokens makes that the global token mean.
-            (loss_sum * run.world / global_tokens).backward()
-            if args.clip_norm:
-                torch.nn.utils.clip_grad_norm_(model.parameters(), args.clip_norm)
-            optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
             step += 1
-            epoch_loss += run.all_sum(float(loss_sum.detach()))
+            epoch_loss += run.all_sum(float(loss_sum))
             epoch_tokens += global_tokens
             seen_tokens += run.all_sum(int(weight * sum(len(e.src) + len(e.tgt) for e in local)))
             progress.update(1)

@@ -14,8 +14,10 @@ import statistics
 import pytest
 
 from benchmarks import run, subject
-from benchmarks.records import Check, Record
+from benchmarks.records import Check, Record, table
 from benchmarks.timing import percentile
+from model.data import token_batches
+from model.train import encode_examples
 
 EXPECTED = {
     "forward_vs_torch",
@@ -30,6 +32,7 @@ EXPECTED = {
     "long_input_ms",
     "train_tokens_vs_torch",
     "server_rss_mb",
+    "train_epoch_s",
 }
 FIELDS = {"name", "value", "unit", "baseline", "ratio", "target", "met", "params"}
 # cheap on a tiny model; together they cover the ms, tokens/s and budget-baseline kinds of record
@@ -55,6 +58,33 @@ def test_record_ratio_target_and_met():
     record = Record("x", 3.0, "ms", 2.0, (Check("ratio", "<=", 1.3), Check("value", "<=", 10.0)))
     assert record.ratio == 1.5 and record.target == "ratio <= 1.3 and value <= 10 ms" and not record.met
     assert json.loads(record.to_json())["ratio"] == 1.5
+
+
+def test_a_record_without_target_is_neither_met_nor_missed():
+    record = Record("x", 3.0, "s", 2.0, ())
+    assert record.met is None and record.target == "none (figure reported)"
+    assert json.loads(record.to_json())["met"] is None
+    assert table([record]).splitlines()[-1].rstrip().endswith("-")
+
+
+def test_epoch_benchmark_runs_on_cuda_by_default_and_anywhere_when_named(tmp_path):
+    (tmp_path / "train.en").write_text("a dog\n")
+    plan = run.selected(None)
+    kept, skipped = run.runnable(plan, named=False, device="cpu", data=tmp_path)
+    assert "train_epoch_s" not in {name for _, names in kept for name in names}
+    assert skipped == ["train_epoch_s: not run on cpu unless named in --only"]
+    kept, skipped = run.runnable(plan, named=False, device="cuda", data=tmp_path)
+    assert len(kept) == len(plan) and not skipped
+    kept, skipped = run.runnable(run.selected("train_epoch_s"), named=True, device="cpu", data=tmp_path)
+    assert [names for _, names in kept] == [("train_epoch_s",)] and not skipped
+
+
+def test_epoch_benchmark_without_data_is_skipped_or_refused_when_named(tmp_path):
+    kept, skipped = run.runnable(run.selected(None), named=False, device="cuda", data=tmp_path / "missing")
+    assert "train_epoch_s" not in {name for _, names in kept for name in names}
+    assert skipped == [f"train_epoch_s: no training data in {tmp_path / 'missing'} (--data)"]
+    with pytest.raises(SystemExit, match="no training files"):
+        run.runnable(run.selected("train_epoch_s"), named=True, device="cpu", data=tmp_path / "missing")
 
 
 def test_percentile_matches_linear_interpolation():
@@ -106,3 +136,31 @@ def test_quick_run_writes_one_valid_record_per_result(tiny_checkpoint, tmp_path,
     assert speedup["params"]["same_tokens"] is True
     assert math.isclose(speedup["value"], tokens / statistics.median(speedup["params"]["value_samples_s"]))
     assert math.isclose(speedup["baseline"], tokens / statistics.median(speedup["params"]["baseline_samples_s"]))
+
+
+@pytest.mark.slow
+def test_epoch_benchmark_times_every_batch_of_one_epoch_on_both_models(tiny_checkpoint, tmp_path, capsys):
+    data = tmp_path / "corpus"
+    data.mkdir()
+    english = [f"a dog runs {'fast ' * (i % 7)}in the park" for i in range(800)]
+    german = [f"ein hund rennt {'schnell ' * (i % 5)}im park" for i in range(800)]
+    (data / "train.en").write_text("\n".join(english) + "\n")
+    (data / "train.de").write_text("\n".join(german) + "\n")
+    out = tmp_path / "epoch.jsonl"
+    argv = ["--device", "cpu", "--checkpoint", str(tiny_checkpoint), "--only", "train_epoch_s", "--data", str(data)]
+    assert run.main([*argv, "--out", str(out)]) == 0
+    assert "train_epoch_s: " in capsys.readouterr().err  # progress while the epoch runs
+    (record,) = [json.loads(line) for line in out.read_text().splitlines()]
+    assert set(record) == FIELDS and record["name"] == "train_epoch_s" and record["met"] is None
+    params = record["params"]
+    translator = subject.load_checkpoint(tiny_checkpoint, device="cpu")
+    examples = encode_examples(list(zip(english, german, strict=True)), translator.tokenizer, translator.config)
+    batches = token_batches(examples, params["max_tokens"], seed=1001)
+    assert params["sentences"] == len(examples) and params["batches"] == len(batches) > 1
+    # one timed step per batch and side: the value is the epoch's total, not a median
+    assert len(params["value_samples_s"]) == len(params["baseline_samples_s"]) == len(batches)
+    assert math.isclose(record["value"], sum(params["value_samples_s"]), rel_tol=1e-12)
+    assert math.isclose(record["baseline"], sum(params["baseline_samples_s"]), rel_tol=1e-12)
+    assert math.isclose(record["ratio"], record["value"] / record["baseline"], rel_tol=1e-12)
+    assert params["target_tokens"] == sum(len(example.tgt) - 1 for example in examples)
+    assert params["bf16_autocast"] is False

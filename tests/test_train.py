@@ -193,3 +193,39 @@ def test_resume_can_change_the_batch_size_and_keeps_it(corpus, tmp_path):
     assert [m["epoch"] for m in metrics] == [1, 2]
     steps_epoch_1 = metrics[0]["step"]
     assert metrics[1]["step"] - steps_epoch_1 > steps_epoch_1  # smaller batches: more steps in epoch 2
+
+
+def test_train_step_returns_the_summed_loss_and_a_zero_weight_step_changes_nothing():
+    from conftest import small_config
+
+    from model.transformer import Transformer
+
+    torch.manual_seed(0)
+    model = Transformer(small_config(12)).train()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2, weight_decay=0.0)
+    src = torch.tensor([[5, 6, 7, 2], [8, 9, 2, 0]])
+    tgt = torch.tensor([[1, 7, 6, 5, 2], [1, 9, 8, 2, 0]])
+    pad = model.config.pad_id
+    assert pad == 0  # the padding written above
+    options = {"label_smoothing": 0.1, "clip_norm": 1.0, "use_amp": False, "loss_divisor": 7.0}
+    before = {name: value.detach().clone() for name, value in model.state_dict().items()}
+    with torch.no_grad():
+        expected = torch.nn.functional.cross_entropy(
+            model(src, tgt[:, :-1]).flatten(0, 1),
+            tgt[:, 1:].flatten(),
+            ignore_index=pad,
+            label_smoothing=0.1,
+            reduction="sum",
+        )
+    loss = train_module.train_step(model, model.parameters(), optimizer, src, tgt, pad, **options)
+    assert torch.allclose(loss, expected) and not loss.requires_grad
+    assert any(not torch.equal(before[name], value) for name, value in model.state_dict().items())
+
+    stand_in = Transformer(small_config(12)).train()
+    stand_in_optimizer = torch.optim.AdamW(stand_in.parameters(), lr=1e-2, weight_decay=0.0)
+    before = {name: value.detach().clone() for name, value in stand_in.state_dict().items()}
+    loss = train_module.train_step(
+        stand_in, stand_in.parameters(), stand_in_optimizer, src, tgt, pad, **options, weight=0.0
+    )
+    assert float(loss) == 0.0
+    assert all(torch.equal(before[name], value) for name, value in stand_in.state_dict().items())
