@@ -346,6 +346,34 @@ def test_figures_carry_plotly_white_with_the_defaults_of_their_own_trace_types(t
     assert polar.layout.polar == white.layout.polar and polar.data.barpolar == white.data.barpolar
 
 
+def unvalidated_figures(trace) -> list:
+    """Every kind of figure viz.style.white_figure builds without plotly's validation, options on and off."""
+    axes = viz.attention_axes(trace, "encoder")
+    step = viz.decoding_step(trace, 1, 0)
+    figures = [
+        viz.token_probabilities(trace.predicted_pieces, trace.step_probs, title="<probabilities>"),
+        viz.top_k_figure(step.top_pieces, step.top_probabilities, step.chosen_rank, title="top"),
+    ]
+    for options in ({}, {"annotate": True, "merge_words": True}, {"show_special": False}):
+        figures.append(viz.step_attention(step.cross_rows, trace.source_pieces, **options, title="cross"))
+        figures.append(viz.attention_heatmap(axes.stack[1, 2], axes.query_pieces, axes.key_pieces, **options))
+    return figures
+
+
+def test_figures_built_without_validation_are_valid_plotly_and_send_the_same_json(trace):
+    for figure in unvalidated_figures(trace):
+        validated = plotly.graph_objects.Figure(figure.to_dict())  # raises on any property plotly does not know
+        assert json.loads(plotly.io.to_json(validated)) == json.loads(plotly.io.to_json(figure))
+        assert figure.layout.template.layout.paper_bgcolor == "white"
+
+
+def test_figures_do_not_share_their_template(trace):
+    first, second = unvalidated_figures(trace)[:2]
+    first.layout.template.layout.paper_bgcolor = "black"
+    assert second.layout.template.layout.paper_bgcolor == "white"
+    assert unvalidated_figures(trace)[0].layout.template.layout.paper_bgcolor == "white"
+
+
 def test_chart_config_exports_png_with_a_safe_name():
     config = viz.chart_config("tiny en/de: <cross>")
     assert config["toImageButtonOptions"] == {"format": "png", "filename": "tiny-en-de-cross", "scale": 2}

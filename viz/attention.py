@@ -16,27 +16,29 @@ from __future__ import annotations
 
 import html
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from viz.style import ATTENTION_COLORSCALE, ROW_HEIGHT, base_layout, head_colour, shared_layout
+from viz.style import ATTENTION_COLORSCALE, ROW_HEIGHT, base_layout, head_colour, shared_layout, white_figure
 from viz.tokens import TokenAttention, select_tokens
 
 HEATMAP_HOVER = "query %{y} (%{y:d})<br>key %{x} (%{x:d})<br>weight %{z:.4f}<extra></extra>"
 OPACITY_LEVELS = 10  # the head view draws lines in this many opacity steps (one plotly trace each)
 
 
-def _weights_heatmap(weights: np.ndarray, annotate: bool, hover: str, **kwargs) -> go.Heatmap:
-    """Cells at x = 0..keys-1, y = 0..queries-1 (plotly's default x0 = y0 = 0, dx = dy = 1): the tick values."""
-    return go.Heatmap(
-        z=weights,
-        hovertemplate=hover,
-        texttemplate="%{z:.2f}" if annotate else None,
-        textfont={"size": 9},
+def _weights_heatmap(weights: np.ndarray, annotate: bool, hover: str, **kwargs) -> dict[str, Any]:
+    """A heatmap trace (plotly's dict form) with cells at x = 0..keys-1, y = 0..queries-1 (plotly's default
+    x0 = y0 = 0, dx = dy = 1): the tick values."""
+    return {
+        "type": "heatmap",
+        "z": weights,
+        "hovertemplate": hover,
+        **({"texttemplate": "%{z:.2f}", "textfont": {"size": 9}} if annotate else {}),
         **kwargs,
-    )
+    }
 
 
 def _hover_labels(attention: TokenAttention) -> np.ndarray:
@@ -48,7 +50,7 @@ def _hover_labels(attention: TokenAttention) -> np.ndarray:
     return labels
 
 
-def _heatmap(weights: np.ndarray, attention: TokenAttention, annotate: bool, hover: str, **kwargs) -> go.Heatmap:
+def _heatmap(weights: np.ndarray, attention: TokenAttention, annotate: bool, hover: str, **kwargs) -> dict[str, Any]:
     """_weights_heatmap that also sends each cell's [query label, key label] as customdata.
 
     For hovers written with %{customdata} (viz.pairs); this module's figures need none.
@@ -113,9 +115,9 @@ def attention_heatmap(
     layout = {
         "xaxis": {**x_axis, "title": {"text": "key (attended to)"}},
         "yaxis": {**y_axis, "title": {"text": "query (attending)"}},
-        **shared_layout(html.escape(title), height, ["heatmap"]),
+        **shared_layout(html.escape(title), height),
     }
-    return go.Figure(heatmap, layout=layout)
+    return white_figure(heatmap, layout)
 
 
 def attention_grid(

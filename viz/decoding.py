@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from viz.style import ATTENTION_COLORSCALE, ROW_HEIGHT, head_colour, shared_layout
+from viz.style import ATTENTION_COLORSCALE, ROW_HEIGHT, head_colour, shared_layout, white_figure
 from viz.tokens import display_labels, select_tokens
 
 
@@ -16,13 +16,14 @@ def token_probabilities(pieces: Sequence[str], probabilities: np.ndarray, *, tit
     """How sure the model was of each output token: one bar per step, labelled with the token."""
     labels = display_labels(pieces)
     positions = list(range(len(labels)))
-    bars = go.Bar(
-        x=positions,
-        y=np.asarray(probabilities),
-        customdata=labels,
-        marker_color=head_colour(0),
-        hovertemplate="step %{x}: %{customdata}<br>probability %{y:.4f}<extra></extra>",
-    )
+    bars = {
+        "type": "bar",
+        "x": positions,
+        "y": np.asarray(probabilities),
+        "customdata": labels,
+        "marker": {"color": head_colour(0)},
+        "hovertemplate": "step %{x}: %{customdata}<br>probability %{y:.4f}<extra></extra>",
+    }
     layout = {  # given at construction: updating a built figure costs several times more (plotly's relayout)
         "xaxis": {
             "tickmode": "array",
@@ -32,9 +33,9 @@ def token_probabilities(pieces: Sequence[str], probabilities: np.ndarray, *, tit
             "title": {"text": "output token"},
         },
         "yaxis": {"range": [0, 1], "title": {"text": "probability"}},
-        **shared_layout(html.escape(title), 300, ["bar"]),
+        **shared_layout(html.escape(title), 300),
     }
-    return go.Figure(bars, layout=layout)
+    return white_figure(bars, layout)
 
 
 def top_k_figure(
@@ -48,22 +49,23 @@ def top_k_figure(
     labels = display_labels(pieces)
     positions = list(range(len(labels)))
     colours = [head_colour(1) if i == chosen else head_colour(0, 0.5) for i in positions]
-    bars = go.Bar(
-        x=np.asarray(probabilities),
-        y=positions,
-        orientation="h",
-        customdata=labels,
-        marker_color=colours,
-        texttemplate="%{x:.3f}",
-        textposition="auto",
-        hovertemplate="%{customdata}<br>probability %{x:.4f}<extra></extra>",
-    )
+    bars = {
+        "type": "bar",
+        "x": np.asarray(probabilities),
+        "y": positions,
+        "orientation": "h",
+        "customdata": labels,
+        "marker": {"color": colours},
+        "texttemplate": "%{x:.3f}",
+        "textposition": "auto",
+        "hovertemplate": "%{customdata}<br>probability %{x:.4f}<extra></extra>",
+    }
     layout = {
         "yaxis": {"tickmode": "array", "tickvals": positions, "ticktext": labels, "autorange": "reversed"},
         "xaxis": {"range": [0, 1], "title": {"text": "probability"}},
-        **shared_layout(html.escape(title), 140 + 30 * len(labels), ["bar"]),
+        **shared_layout(html.escape(title), 140 + 30 * len(labels)),
     }
-    return go.Figure(bars, layout=layout)
+    return white_figure(bars, layout)
 
 
 def step_attention(
@@ -87,16 +89,16 @@ def step_attention(
     row_names = [f"head {head}" for head in range(rows.shape[0])] + ["mean"]
     # cells at x = 0..keys-1 and y = 0..rows-1 (plotly's defaults), the tick values: the hover shows their
     # tick labels, so no per-cell labels need to be sent
-    heatmap = go.Heatmap(
-        z=attention.weights,
-        colorscale=ATTENTION_COLORSCALE,
-        zmin=0.0,
-        zmax=1.0,
-        texttemplate="%{z:.2f}" if annotate else None,
-        textfont={"size": 9},
-        hovertemplate="%{y}<br>key %{x} (%{x:d})<br>weight %{z:.4f}<extra></extra>",
-        colorbar={"title": {"text": "weight"}},
-    )
+    heatmap = {
+        "type": "heatmap",
+        "z": attention.weights,
+        "colorscale": ATTENTION_COLORSCALE,
+        "zmin": 0.0,
+        "zmax": 1.0,
+        **({"texttemplate": "%{z:.2f}", "textfont": {"size": 9}} if annotate else {}),
+        "hovertemplate": "%{y}<br>key %{x} (%{x:d})<br>weight %{z:.4f}<extra></extra>",
+        "colorbar": {"title": {"text": "weight"}},
+    }
     layout = {
         "xaxis": {
             "tickmode": "array",
@@ -110,6 +112,6 @@ def step_attention(
             "ticktext": row_names,
             "autorange": "reversed",
         },
-        **shared_layout(html.escape(title), 200 + ROW_HEIGHT * len(row_names), ["heatmap"]),
+        **shared_layout(html.escape(title), 200 + ROW_HEIGHT * len(row_names)),
     }
-    return go.Figure(heatmap, layout=layout)
+    return white_figure(heatmap, layout)
