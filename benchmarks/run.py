@@ -38,7 +38,7 @@ class Benchmark:
     names: tuple[str, ...]
     run: Callable[[Context, tuple[str, ...]], list[Record]]
     summary: str
-    # where it runs unless named in --only (a Multi30k epoch takes seconds on a GPU, minutes on 2 CPU cores)
+    # where it runs unless named in --only (a Multi30k training epoch takes minutes on a CPU)
     default_devices: tuple[str, ...] = ("cpu", "cuda")
     needs_data: bool = False  # reads the training corpus in --data
 

@@ -86,8 +86,8 @@ def shared_layout(title: str, height: int) -> dict[str, Any]:
     """Title, height, margins and fonts every figure shares, as layout properties (the template aside:
     white_figure and base_layout add it).
 
-    Give them to white_figure's ``layout``: plotly then validates them once, at about half the
-    cost of base_layout's update of a built figure. ``title`` must already be HTML-safe.
+    Give them to white_figure's ``layout`` where the figure is built in one go (updating a built
+    figure, as base_layout does, re-validates its layout). ``title`` must already be HTML-safe.
     """
     return {
         "title": {"text": title, "x": 0.0, "xanchor": "left"},
