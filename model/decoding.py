@@ -17,6 +17,9 @@ import torch
 from model.capture import capture_attention
 from model.transformer import DecoderCache, Transformer
 
+# model.encode's result: memory (B, S, d) and the source key mask. Decoding given one skips its own encoder pass.
+Encoded = tuple[torch.Tensor, torch.Tensor | None]
+
 
 @dataclass(frozen=True)
 class Hypothesis:
@@ -64,13 +67,20 @@ def _reorder_cache(cache: DecoderCache, order: torch.Tensor) -> None:
 
 @torch.inference_mode()
 def greedy_decode(
-    model: Transformer, src_ids: torch.Tensor, max_len: int | None = None, prefix: list[int] | None = None
+    model: Transformer,
+    src_ids: torch.Tensor,
+    max_len: int | None = None,
+    prefix: list[int] | None = None,
+    encoded: Encoded | None = None,
 ) -> list[list[int]]:
-    """src_ids (B, S) -> per sentence the generated ids (prefix included, EOS last when reached)."""
+    """src_ids (B, S) -> per sentence the generated ids (prefix included, EOS last when reached).
+
+    ``encoded``: model.encode(src_ids), when the caller has it already (a trace encodes once).
+    """
     config = model.config
     batch = src_ids.size(0)
     limits = torch.tensor(row_limits(model, src_ids, len(prefix or []), max_len), device=src_ids.device)
-    memory, src_allowed = model.encode(src_ids)
+    memory, src_allowed = encoded if encoded is not None else model.encode(src_ids)
     cache = model.new_cache()
     tokens = _start_tokens(model, batch, prefix, src_ids.device)
     finished = torch.zeros(batch, dtype=torch.bool, device=src_ids.device)
@@ -209,6 +219,7 @@ def beam_search(
     max_len: int | None = None,
     alpha: float = 0.6,
     prefix: list[int] | None = None,
+    encoded: Encoded | None = None,
 ) -> list[list[Hypothesis]]:
     """Batched beam search: src_ids (B, S) -> per sentence up to beam_size hypotheses, best first.
 
@@ -216,9 +227,9 @@ def beam_search(
     beam_size finishes a hypothesis. A sentence stops once beam_size hypotheses are
     finished and no live beam can still beat the worst of them (scores only fall as tokens
     are added, and the length penalty is at most that of max_len), so with a beam as wide
-    as the search space the result equals exhaustive search.
+    as the search space the result equals exhaustive search. ``encoded``: as for greedy_decode.
     """
-    return _search(model, src_ids, beam_size, max_len, alpha, prefix, None)
+    return _search(model, src_ids, beam_size, max_len, alpha, prefix, None, encoded)
 
 
 @torch.inference_mode()
@@ -249,6 +260,7 @@ def _search(
     alpha: float,
     prefix: list[int] | None,
     recorders: list[_TreeRecorder] | None,
+    encoded: Encoded | None = None,
 ) -> list[list[Hypothesis]]:
     """The one beam search implementation; ``recorders`` (one per sentence) also record the tree."""
     if beam_size < 1:
@@ -258,7 +270,7 @@ def _search(
     prefix = list(prefix or [])
     limits = row_limits(model, src_ids, len(prefix), max_len)
     beams = beam_size
-    memory, src_allowed = model.encode(src_ids)
+    memory, src_allowed = encoded if encoded is not None else model.encode(src_ids)
     memory = memory.repeat_interleave(beams, dim=0)  # (B*K, S, d)
     if src_allowed is not None:
         src_allowed = src_allowed.repeat_interleave(beams, dim=0)
@@ -338,6 +350,29 @@ def _search(
 
 
 @dataclass
+class EncodedSource:
+    """One sentence's single encoder pass, under capture: what decoding needs and what a Trace shows of it."""
+
+    src: torch.Tensor  # (1, S) ids on the model's device
+    encoded: Encoded  # memory (1, S, d) and source key mask, for greedy_decode / beam_search and forced_pass
+    attention: dict[str, torch.Tensor]  # encoder self-attention modules -> (H, S, S), on CPU
+    positional: dict[str, torch.Tensor]  # the encoder's positional encoding -> (S, d), on CPU
+
+
+@torch.inference_mode()
+def encode_captured(model: Transformer, src_ids: list[int]) -> EncodedSource:
+    """Encode one sentence once with its attention captured, so that decoding and the teacher-forced pass
+    share the memory and the encoder attention shown is the one that produced it."""
+    device = next(model.parameters()).device
+    src = torch.tensor([src_ids], dtype=torch.long, device=device)
+    with capture_attention(model) as capture:
+        encoded = model.encode(src)
+    return EncodedSource(
+        src, encoded, {name: value[0] for name, value in capture.attention.items()}, dict(capture.positional)
+    )
+
+
+@dataclass
 class ForcedPass:
     """Teacher-forced pass over a full target: what a Trace is built from (tensors on CPU)."""
 
@@ -348,23 +383,23 @@ class ForcedPass:
 
 
 @torch.inference_mode()
-def forced_pass(model: Transformer, src_ids: list[int], tgt_ids: list[int]) -> ForcedPass:
-    """Run one sentence with the decoder fed ``tgt_ids[:-1]`` (BOS first) under capture.
+def forced_pass(model: Transformer, source: EncodedSource, tgt_ids: list[int]) -> ForcedPass:
+    """Run the decoder over one encoded sentence, fed ``tgt_ids[:-1]`` (BOS first), under capture.
 
     Because decoder self-attention is causal, row t of every attention matrix equals what
-    step t of incremental decoding computes, so a whole decoding trace costs one forward.
+    step t of incremental decoding computes, so a whole decoding trace costs one decoder pass
+    (on top of the sentence's one encoder pass, ``source``).
     """
-    device = next(model.parameters()).device
-    src = torch.tensor([src_ids], dtype=torch.long, device=device)
-    tgt = torch.tensor([tgt_ids[:-1]], dtype=torch.long, device=device)
+    tgt = torch.tensor([tgt_ids[:-1]], dtype=torch.long, device=source.src.device)
+    memory, src_allowed = source.encoded
     with capture_attention(model) as capture:
-        logits = model(src, tgt)  # (1, T, V)
+        logits = model.decode(tgt, memory, src_allowed)  # (1, T, V)
     return ForcedPass(
         probs=logits[0].float().softmax(dim=-1).cpu(),
-        attention={name: value[0] for name, value in capture.attention.items()},
-        positional=dict(capture.positional),
+        attention=source.attention | {name: value[0] for name, value in capture.attention.items()},
+        positional=source.positional | dict(capture.positional),
         embedding_norms={
-            "encoder": model.encoder.embed(src)[0].float().norm(dim=-1).cpu(),
+            "encoder": model.encoder.embed(source.src)[0].float().norm(dim=-1).cpu(),
             "decoder": model.decoder.embed(tgt)[0].float().norm(dim=-1).cpu(),
         },
     )

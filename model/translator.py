@@ -13,7 +13,16 @@ from typing import Any, TypeVar
 import numpy as np
 import torch
 
-from model.decoding import BeamTree, beam_search, beam_search_tree, default_max_len, forced_pass, greedy_decode
+from model.decoding import (
+    BeamTree,
+    Encoded,
+    beam_search,
+    beam_search_tree,
+    default_max_len,
+    encode_captured,
+    forced_pass,
+    greedy_decode,
+)
 from model.internals import AttentionStages, attention_stages
 from model.tokenizer import Tokenizer
 from model.trace import Trace
@@ -93,6 +102,7 @@ class Translator:
         beam_size: int,
         max_len: int | None,
         prefix: list[int] | None,
+        encoded: Encoded | None = None,
     ) -> list[list[int]]:
         width = max(len(ids) for ids in sources)
         src = torch.full((len(sources), width), self.config.pad_id, dtype=torch.long)
@@ -100,8 +110,9 @@ class Translator:
             src[row, : len(ids)] = torch.tensor(ids)
         src = src.to(device)
         if beam_size <= 1:
-            return greedy_decode(model, src, max_len=max_len, prefix=prefix)
-        return [hyps[0].tokens for hyps in beam_search(model, src, beam_size, max_len=max_len, prefix=prefix)]
+            return greedy_decode(model, src, max_len=max_len, prefix=prefix, encoded=encoded)
+        hypotheses = beam_search(model, src, beam_size, max_len=max_len, prefix=prefix, encoded=encoded)
+        return [hyps[0].tokens for hyps in hypotheses]
 
     def translate(self, text: str, beam_size: int = 5, max_len: int | None = None) -> str:
         return self.translate_batch([text], beam_size=beam_size, max_len=max_len)[0]
@@ -311,6 +322,7 @@ class Translator:
     ) -> Trace:
         config = self.config
         source = self.source_ids(text)
+        encoded = encode_captured(model, source.ids)  # the sentence's one encoder pass
         if forced_ids is not None:
             mode = "forced"
             output = forced_ids
@@ -318,11 +330,12 @@ class Translator:
             mode = "greedy" if beam_size <= 1 else "beam"
             limit = self._output_limit(model, len(source.ids), max_len, prefix_ids)
             if limit > 0 and prefix_ids[-1:] != [config.eos_id]:
-                output = self._generate(model, device, [source.ids], beam_size, limit, prefix_ids)[0]
+                generated = self._generate(model, device, [source.ids], beam_size, limit, prefix_ids, encoded.encoded)
+                output = generated[0]
             else:
                 output = prefix_ids
         target_ids = [config.bos_id] + output
-        result = forced_pass(model, source.ids, target_ids)
+        result = forced_pass(model, encoded, target_ids)
         k = min(top_k, result.probs.size(-1))
         top = result.probs.topk(k, dim=-1)
         chosen = torch.tensor(target_ids[1:])

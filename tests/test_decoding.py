@@ -181,3 +181,16 @@ def test_batched_translation_equals_one_by_one(tiny_checkpoint):
         assert translator.translate_batch(texts, beam_size=beam) == [
             translator.translate(t, beam_size=beam) for t in texts
         ]
+
+
+@pytest.mark.parametrize("options", [{"beam_size": 1}, {"beam_size": 3}, {"target": "the dog plays."}])
+def test_a_trace_encodes_its_sentence_once(tiny_checkpoint, options):
+    translator = load_checkpoint(tiny_checkpoint, device="cpu")
+    calls = []
+    handle = translator.model.encoder.register_forward_hook(lambda module, inputs, output: calls.append(inputs[0]))
+    try:
+        trace = translator.trace("a man rides a blue bike.", **options)
+    finally:
+        handle.remove()
+    assert len(calls) == 1 and calls[0][0].tolist() == trace.source_ids
+    assert trace.attention_stack("encoder").shape[-1] == len(trace.source_ids)
