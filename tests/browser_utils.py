@@ -104,6 +104,29 @@ def chromium(user_data_dir: Path, width: int = 1400, height: int = 2200) -> Iter
         shutil.rmtree(user_data_dir, ignore_errors=True)
 
 
+def click_button(driver, label: str, timeout_s: float = 60.0) -> None:
+    """Click the button labelled ``label`` once it is on the page and enabled.
+
+    A run may still be drawing, or replacing the last run's elements: until the button is there
+    it is looked for again, and a button that went stale or was covered is looked up afresh.
+    """
+    from selenium.common.exceptions import ElementClickInterceptedException, StaleElementReferenceException
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    def clicked(page) -> bool:
+        try:
+            buttons = page.find_elements(By.XPATH, f"//button[.//p[normalize-space(.)='{label}']]")
+            if not buttons or not (buttons[0].is_displayed() and buttons[0].is_enabled()):
+                return False
+            buttons[0].click()
+            return True
+        except (StaleElementReferenceException, ElementClickInterceptedException):
+            return False
+
+    WebDriverWait(driver, timeout_s, poll_frequency=0.2).until(clicked, f"no {label!r} button to click")
+
+
 def take_screenshot(checkpoints: Path, out: Path, query: str, width: int, height: int) -> None:
     """Open the app at ``query`` (URL parameters), wait until its charts are drawn, save a PNG of the window."""
     from selenium.webdriver.common.by import By

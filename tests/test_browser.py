@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from browser_utils import REPO, chromium, streamlit_server
+from browser_utils import REPO, chromium, click_button, streamlit_server
 
 from model import load_checkpoint
 from model.trace import Trace
@@ -79,12 +79,6 @@ def step_text(driver) -> str:
 
     paragraphs = driver.find_elements(By.XPATH, "//p[strong[starts-with(normalize-space(.), 'Step ')]]")
     return paragraphs[0].text if paragraphs else ""
-
-
-def click_button(driver, label: str) -> None:
-    from selenium.webdriver.common.by import By
-
-    driver.find_element(By.XPATH, f"//button[.//p[normalize-space(.)='{label}']]").click()
 
 
 def load_page(driver, url: str) -> None:

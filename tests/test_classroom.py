@@ -429,17 +429,10 @@ return {query: window.location.search, step: step ? step.innerText.trim() : '', 
 
 @pytest.mark.browser
 def test_back_and_forward_in_chromium_walk_through_steps_and_views(browser_ready, checkpoints):
-    from browser_utils import chromium, streamlit_server
+    from browser_utils import chromium, click_button, streamlit_server
     from selenium.webdriver.common.action_chains import ActionChains
-    from selenium.webdriver.common.by import By
     from selenium.webdriver.common.keys import Keys
-    from selenium.webdriver.support import expected_conditions
     from selenium.webdriver.support.ui import WebDriverWait
-
-    def click_button(driver, label: str) -> None:
-        """Click the button once it is on the page: a full run may still be replacing the elements of the last."""
-        button = (By.XPATH, f"//button[.//p[normalize-space(.)='{label}']]")
-        WebDriverWait(driver, 30).until(expected_conditions.element_to_be_clickable(button)).click()
 
     def wait_for(driver, query: str, step: int, chart: str) -> None:
         def arrived(d) -> bool:
