@@ -322,7 +322,7 @@ class Translator:
     ) -> Trace:
         config = self.config
         source = self.source_ids(text)
-        encoded = encode_captured(model, source.ids)  # the sentence's one encoder pass
+        encoder_pass = encode_captured(model, source.ids)  # the sentence's one encoder pass
         if forced_ids is not None:
             mode = "forced"
             output = forced_ids
@@ -330,12 +330,12 @@ class Translator:
             mode = "greedy" if beam_size <= 1 else "beam"
             limit = self._output_limit(model, len(source.ids), max_len, prefix_ids)
             if limit > 0 and prefix_ids[-1:] != [config.eos_id]:
-                generated = self._generate(model, device, [source.ids], beam_size, limit, prefix_ids, encoded.encoded)
-                output = generated[0]
+                sources = [source.ids]
+                output = self._generate(model, device, sources, beam_size, limit, prefix_ids, encoder_pass.encoded)[0]
             else:
                 output = prefix_ids
         target_ids = [config.bos_id] + output
-        result = forced_pass(model, encoded, target_ids)
+        result = forced_pass(model, encoder_pass, target_ids)
         k = min(top_k, result.probs.size(-1))
         top = result.probs.topk(k, dim=-1)
         chosen = torch.tensor(target_ids[1:])
