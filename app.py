@@ -960,13 +960,16 @@ def quiz_result(truth: StepTruth, guess: Guess, probability: float) -> None:
         st.error(f"You picked **{escape_markdown(piece_text(guess.what))}**. {wrote}")
 
 
-def training_stages(page: dict[str, Any]) -> tuple[dict[str, Trace], list[tuple[str, str, str]]]:
-    """Each training stage's trace, teacher-forced with this page's output tokens so that every stage reads the
-    same tokens (keyed by the stage's label, oldest first), and a table row of its own free translation."""
+def training_stages(
+    page: dict[str, Any], snapshots: dict[str, Path]
+) -> tuple[dict[str, Trace], list[tuple[str, str, str]]]:
+    """Each training stage's trace (``snapshots``: find_snapshots of the page's checkpoint), teacher-forced with
+    this page's output tokens so that every stage reads the same tokens (keyed by the stage's label, oldest first),
+    and a table row of its own free translation."""
     trace = page["trace"]
     forced_ids = tuple(trace.target_ids[1:])  # BOS left out
     aligned, translations = {}, []
-    for stage, path in find_snapshots(page["entry"].path).items():
+    for stage, path in snapshots.items():
         card = read_card(path)
         label = stage_label(stage, card)
         run = partial(compute_trace, str(path), page["device"], checkpoint_stamp(path), trace.source_text)
@@ -984,14 +987,15 @@ def evolution_view(page: dict[str, Any]) -> None:
     """The same head at each training stage, side by side, and each stage's own translation."""
     entry, display, lesson = page["entry"], page["display"], page["lesson"]["view"]
     explanation = how_to_read("evolution")
-    if len(find_snapshots(entry.path)) == 1:
+    snapshots = find_snapshots(entry.path)
+    if len(snapshots) == 1:
         st.info(no_snapshots(entry.name))
         return
     remember("evolution_kind", "cross", list(ATTENTION_VIEWS))
     kind = st.segmented_control(
         "Attention", list(ATTENTION_VIEWS), format_func=ATTENTION_VIEWS.get, required=True, key="evolution_kind"
     )
-    aligned, translations = training_stages(page)
+    aligned, translations = training_stages(page, snapshots)
     final_axes = viz.attention_axes(page["trace"], kind)
     layer, head = layer_and_head_pickers(final_axes.stack.shape)
     panels = []

@@ -253,6 +253,14 @@ def _forced_head_sums(translator: Translator, text: str, output: list[int]) -> d
     return sums
 
 
+def _outside(length: int, spans: list[tuple[int, int]]) -> list[bool]:
+    """Per position of a sequence of ``length``: True when no [start, end) span covers it."""
+    outside = [True] * length
+    for start, end in spans:
+        outside[start:end] = [False] * (end - start)
+    return outside
+
+
 @dataclass
 class TokenDiff:
     """Two token sequences aligned by difflib: which tokens of each changed.
@@ -272,20 +280,12 @@ class TokenDiff:
     @property
     def original_changed(self) -> list[bool]:
         """Per original token: True when it is not kept in ``other``."""
-        changed = [True] * len(self.original)
-        for tag, i1, i2, _, _ in self.opcodes:
-            if tag == "equal":
-                changed[i1:i2] = [False] * (i2 - i1)
-        return changed
+        return _outside(len(self.original), [(i1, i2) for tag, i1, i2, _, _ in self.opcodes if tag == "equal"])
 
     @property
     def other_changed(self) -> list[bool]:
         """Per token of ``other``: True when it is new (not kept from ``original``)."""
-        changed = [True] * len(self.other)
-        for tag, _, _, j1, j2 in self.opcodes:
-            if tag == "equal":
-                changed[j1:j2] = [False] * (j2 - j1)
-        return changed
+        return _outside(len(self.other), [(j1, j2) for tag, _, _, j1, j2 in self.opcodes if tag == "equal"])
 
     def columns(self) -> list[tuple[int | None, int | None]]:
         """Both sequences laid out side by side: (original index, other index) per column, None for a gap.

@@ -66,3 +66,19 @@ def browser_ready() -> None:
         pytest.fail(f"browser tests must run in CI: {reason}")
     if reason:
         pytest.skip(reason)
+
+
+@pytest.fixture
+def lesson_files(monkeypatch) -> dict:
+    """The deferred download callables the page registers, by file name (called here as a click would)."""
+    from streamlit.runtime.media_file_manager import MediaFileManager
+
+    registered: dict = {}
+    original = MediaFileManager.add_deferred
+
+    def add_deferred(self, data_callable, mimetype, coordinates, file_name=None, **kwargs):
+        registered[file_name] = data_callable
+        return original(self, data_callable, mimetype, coordinates, file_name, **kwargs)
+
+    monkeypatch.setattr(MediaFileManager, "add_deferred", add_deferred)
+    return registered

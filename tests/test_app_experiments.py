@@ -13,7 +13,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from streamlit.runtime.media_file_manager import MediaFileManager
 from streamlit.testing.v1 import AppTest
 
 import viz
@@ -338,18 +337,10 @@ def test_each_experiment_explains_itself_with_the_caveat_where_it_shows_attentio
         assert caveat == (experiment != "ablation"), experiment  # ablation shows translations, not attention
 
 
-def test_lesson_export_holds_the_experiment_on_screen(new_app, monkeypatch, translator):
-    registered: dict = {}
-    original_add = MediaFileManager.add_deferred
-
-    def add_deferred(self, data_callable, mimetype, coordinates, file_name=None, **kwargs):
-        registered[file_name] = data_callable
-        return original_add(self, data_callable, mimetype, coordinates, file_name, **kwargs)
-
-    monkeypatch.setattr(MediaFileManager, "add_deferred", add_deferred)
+def test_lesson_export_holds_the_experiment_on_screen(new_app, lesson_files, translator):
     app = new_app(experiment="ablation", ablate="cross.0.0")
     assert_ok(app)
-    document = registered["tiny-en-de-lesson.html"]()
+    document = lesson_files["tiny-en-de-lesson.html"]()
     sections = re.findall(r"<section><h2>(.*?)</h2>", document)
     assert "Heads switched off" in sections
     assert [title for title in sections if title.startswith(("Head importance", "Translation with"))] == [

@@ -16,7 +16,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from streamlit.runtime.media_file_manager import MediaFileManager
 from streamlit.runtime.scriptrunner_utils.script_requests import RerunData
 from streamlit.testing.v1 import AppTest, local_script_runner
 
@@ -74,20 +73,6 @@ def new_app(monkeypatch, checkpoints):
 @pytest.fixture
 def app(new_app) -> AppTest:
     return new_app().run()
-
-
-@pytest.fixture
-def lesson_files(monkeypatch) -> dict:
-    """The deferred download callables the page registers, by file name (called here as a click would)."""
-    registered: dict = {}
-    original = MediaFileManager.add_deferred
-
-    def add_deferred(self, data_callable, mimetype, coordinates, file_name=None, **kwargs):
-        registered[file_name] = data_callable
-        return original(self, data_callable, mimetype, coordinates, file_name, **kwargs)
-
-    monkeypatch.setattr(MediaFileManager, "add_deferred", add_deferred)
-    return registered
 
 
 def translator(checkpoints: Path, name: str = "tiny-en-de"):

@@ -8,7 +8,6 @@ except under CI=true, where a missing browser fails).
 from __future__ import annotations
 
 import html
-import json
 import re
 import tempfile
 from pathlib import Path
@@ -134,26 +133,20 @@ def test_the_file_opens_offline_in_chromium_with_every_chart_drawn(browser_ready
 
 
 @pytest.mark.browser
-def test_the_pages_own_export_opens_offline_in_chromium(browser_ready, tiny_checkpoint, monkeypatch, tmp_path):
+def test_the_pages_own_export_opens_offline_in_chromium(
+    browser_ready, tiny_checkpoint, lesson_files, monkeypatch, tmp_path
+):
     """The file the page's "Download lesson (HTML)" button gives, for the cross-attention view at step 2."""
-    from streamlit.runtime.media_file_manager import MediaFileManager
+    from app_utils import APP, CHECKPOINTS_ENV, assert_ok, chart_titles
     from streamlit.testing.v1 import AppTest
 
-    downloads: dict = {}
-    original = MediaFileManager.add_deferred
-
-    def add_deferred(self, data_callable, mimetype, coordinates, file_name=None, **kwargs):
-        downloads[file_name] = data_callable
-        return original(self, data_callable, mimetype, coordinates, file_name, **kwargs)
-
-    monkeypatch.setattr(MediaFileManager, "add_deferred", add_deferred)
-    monkeypatch.setenv("ATTENTION_EXPLORER_CHECKPOINTS", str(tiny_checkpoint.parent))
-    app = AppTest.from_file(str(Path(__file__).resolve().parents[1] / "app.py"), default_timeout=60)
+    monkeypatch.setenv(CHECKPOINTS_ENV, str(tiny_checkpoint.parent))
+    app = AppTest.from_file(APP, default_timeout=60)
     app.query_params.update({"sentence": HOSTILE, "view": "cross", "display": "grid", "step": "1"})
     app.run()
-    assert not app.exception
-    page_titles = [json.loads(chart.proto.spec)["layout"]["title"]["text"] for chart in app.get("plotly_chart")]
-    document = downloads[f"{tiny_checkpoint.name}-lesson.html"]()
+    assert_ok(app)
+    page_titles = chart_titles(app)
+    document = lesson_files[f"{tiny_checkpoint.name}-lesson.html"]()
     assert not EXTERNAL_REFERENCE.search(document)
     charts = open_offline(document, tmp_path)
     assert [chart["title"] for chart in charts] == page_titles

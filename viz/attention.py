@@ -315,17 +315,46 @@ def aggregate_figure(
     }
     if rollout:
         panels[f"rollout, layers 0–{layer}"] = attention_rollout(stack[: layer + 1])[-1]
-    figure = make_subplots(
-        rows=1, cols=len(panels), shared_yaxes=True, subplot_titles=list(panels), horizontal_spacing=0.03
+    return side_by_side(
+        list(panels.items()),
+        query_pieces,
+        key_pieces,
+        merge_words=merge_words,
+        show_special=show_special,
+        annotate=annotate,
+        title=title,
     )
-    selections = {
-        name: select_tokens(weights, query_pieces, key_pieces, merge_words=merge_words, show_special=show_special)
-        for name, weights in panels.items()
-    }
-    for column, (name, attention) in enumerate(selections.items(), start=1):
-        panel = _weights_heatmap(attention.weights, annotate, f"{name}<br>" + HEATMAP_HOVER, coloraxis="coloraxis")
-        figure.add_trace(panel, row=1, col=column)
-    tokens = next(iter(selections.values()))  # every panel has the same tokens
+
+
+def side_by_side(
+    panels: Sequence[tuple[str, np.ndarray]],
+    query_pieces: Sequence[str],
+    key_pieces: Sequence[str],
+    *,
+    merge_words: bool = False,
+    show_special: bool = True,
+    annotate: bool = False,
+    title: str = "",
+) -> go.Figure:
+    """One (queries, keys) heatmap per panel, left to right in the given order, on one colour scale.
+
+    ``panels`` is [(plain-text label, escaped here; weights)]; every panel reads the same tokens.
+    """
+    figure = make_subplots(
+        rows=1,
+        cols=len(panels),
+        shared_yaxes=True,
+        subplot_titles=[html.escape(name) for name, _ in panels],
+        horizontal_spacing=0.03,
+    )
+    selections = [
+        select_tokens(weights, query_pieces, key_pieces, merge_words=merge_words, show_special=show_special)
+        for _, weights in panels
+    ]
+    for column, ((name, _), attention) in enumerate(zip(panels, selections, strict=True), start=1):
+        hover = f"{html.escape(name)}<br>" + HEATMAP_HOVER
+        figure.add_trace(_weights_heatmap(attention.weights, annotate, hover, coloraxis="coloraxis"), row=1, col=column)
+    tokens = selections[0]  # every panel has the same tokens
     _token_axes(figure, tokens)
     figure.update_layout(coloraxis={"colorscale": ATTENTION_COLORSCALE, "cmin": 0.0, "cmax": 1.0})
     return base_layout(figure, html.escape(title), height=200 + ROW_HEIGHT * len(tokens.query_labels))
