@@ -15,10 +15,11 @@ from benchmarks.records import Check, Record
 from benchmarks.subject import sentence_with_pieces
 from benchmarks.timing import alternate
 from model import capture_attention
-from model.data import collate, read_parallel, split_file, token_batches
 from model.decoding import greedy_decode, next_token_log_probs
-from model.interop import export_torch, tutorial_logits
-from model.train import encode_examples, train_step
+from model.interop import export_torch
+from model.interop.torch_transformer import tutorial_logits
+from model.training.data import collate, encode_examples, read_parallel, split_file, token_batches
+from model.training.optimization import train_step
 from model.transformer import Transformer
 
 SOURCE_TOKENS = 30  # "a 30-token sentence": source ids including EOS
@@ -263,7 +264,8 @@ def trace_ms(ctx: Context) -> list[Record]:
 
 class TrainingPair:
     """Our model in training mode and its tutorial nn.Transformer copy (same weights), each with the optimizer of
-    python -m model.train (AdamW, betas 0.9/0.98, no weight decay), both stepped by model.train.train_step."""
+    python -m model.train (AdamW, betas 0.9/0.98, no weight decay), both stepped by
+    model.training.optimization.train_step."""
 
     def __init__(self, model: Transformer, device: torch.device) -> None:
         self.ours = copy.deepcopy(model).float().to(device).train().requires_grad_(True)
@@ -296,9 +298,9 @@ class TrainingPair:
 
 
 def train_tokens_vs_torch(ctx: Context) -> list[Record]:
-    """Training steps (model.train.train_step: forward, label-smoothed loss, backward, clip, AdamW) of our model
-    vs the tutorial-layout nn.Transformer with the same weights, on the same batches, steps alternating; target
-    tokens per second."""
+    """Training steps (model.training.optimization.train_step: forward, label-smoothed loss, backward, clip,
+    AdamW) of our model vs the tutorial-layout nn.Transformer with the same weights, on the same batches, steps
+    alternating; target tokens per second."""
     device = ctx.subject.device
     pair = TrainingPair(ctx.subject.model, device)
     batch, length = (32, 32) if ctx.quick else (128, 32)  # ~ --max-tokens 4096 of python -m model.train
@@ -342,7 +344,8 @@ def train_tokens_vs_torch(ctx: Context) -> list[Record]:
 def train_epoch_s(ctx: Context) -> list[Record]:
     """Wall time of one training epoch over the Multi30k training split: every batch ``python -m model.train``
     would make (token-bucketed, --max-tokens 4096, its seed), each collated, moved to the device and passed through
-    model.train.train_step (bf16 autocast on CUDA, as there), ours and the tutorial nn.Transformer in turns."""
+    model.training.optimization.train_step (bf16 autocast on CUDA, as there), ours and the tutorial nn.Transformer
+    in turns."""
     device = ctx.subject.device
     translator = ctx.subject.translator
     config = translator.config

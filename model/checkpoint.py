@@ -24,7 +24,7 @@ from model.translator import Translator
 PICKLE_SUFFIXES = (".pt", ".pth", ".bin", ".ckpt", ".pkl")
 CONVERT_HINT = (
     "pickled weights can run arbitrary code and are never loaded; convert them once with "
-    "`python -m model.convert --weights FILE --config config.json --tokenizer-dir DIR --out FOLDER` "
+    "`python -m model.interop.convert --weights FILE --config config.json --tokenizer-dir DIR --out FOLDER` "
     "(it reads them with torch.load(weights_only=True))"
 )
 

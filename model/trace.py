@@ -16,6 +16,8 @@ from typing import Any
 
 import numpy as np
 
+from model.heads import attention_modules
+
 ARRAY_FIELDS = ("step_probs", "topk_ids", "topk_probs")
 DICT_ARRAY_FIELDS = ("attention", "positional", "embedding_norms")
 
@@ -52,14 +54,8 @@ class Trace:
         return self.target_pieces[1:]
 
     def attention_names(self, kind: str) -> list[str]:
-        """Module names of one kind ("self_attn" under encoder/decoder, or "cross_attn"), in layer order."""
-        prefix, suffix = {
-            "encoder": ("encoder.", ".self_attn"),
-            "decoder": ("decoder.", ".self_attn"),
-            "cross": ("decoder.", ".cross_attn"),
-        }[kind]
-        names = [n for n in self.attention if n.startswith(prefix) and n.endswith(suffix)]
-        return sorted(names, key=lambda n: int(n.split(".")[2]))
+        """Module names of one kind ("encoder", "decoder" self-attention or "cross"), in layer order."""
+        return attention_modules(self.attention, kind)
 
     def attention_stack(self, kind: str) -> np.ndarray:
         """(layers, heads, queries, keys) for "encoder", "decoder" or "cross"."""

@@ -13,6 +13,8 @@ from typing import Any, TypeVar
 import numpy as np
 import torch
 
+from model.analysis.internals import AttentionStages, attention_stages
+from model.analysis.whatif import fork_prefix, resolve_choice
 from model.decoding import (
     BeamTree,
     Encoded,
@@ -23,11 +25,9 @@ from model.decoding import (
     forced_pass,
     greedy_decode,
 )
-from model.internals import AttentionStages, attention_stages
 from model.tokenizer import Tokenizer
 from model.trace import Trace
 from model.transformer import Transformer
-from model.whatif import fork_prefix, resolve_choice
 
 Result = TypeVar("Result")
 OOM_NOTICE = "The GPU ran out of memory, so this request ran on the CPU instead (slower, same result)."
@@ -75,7 +75,7 @@ class Translator:
         """Run ``work(model, device)`` on the model's device; on a GPU out-of-memory error, again on a CPU copy.
 
         Returns the result and the notice to show (None when the first try succeeded). For
-        computations outside this class (e.g. ``model.interventions``) that need the same fallback.
+        computations outside this class (e.g. ``model.analysis.importance``) that need the same fallback.
         """
         try:
             return work(self.model, self.device), None
@@ -287,7 +287,7 @@ class Translator:
     def attention_stages(self, trace: Trace, module_name: str, head: int, step: int | None = None) -> AttentionStages:
         """Inside one head of ``trace``: every stage of its scaled dot-product attention at ``step`` (a query row).
 
-        See model.internals.attention_stages; draw it with viz.internals.attention_stage_figures.
+        See model.analysis.internals.attention_stages; draw it with viz.internals.attention_stage_figures.
         """
         stages, _ = self.run(
             lambda m, d: attention_stages(

@@ -1,48 +1,25 @@
-"""Shared fixtures: small random models and a tokenizer trained here on text the test writes."""
+"""Shared fixtures: small random models and a tokenizer trained here on text the test writes.
+
+Plain helpers (small_config, toy_sentences) live in tests/model_utils.py.
+"""
 
 from __future__ import annotations
 
 import os
-import random
 from pathlib import Path
 
 import pytest
 import torch
 
-from model import Transformer, TransformerConfig
+from model import Transformer
 from model.checkpoint import save_checkpoint
 from model.tokenizer import Tokenizer, train_sentencepiece
-
-WORDS = (
-    "a the man woman dog cat child girl boy is are runs sits plays rides walks on in at with "
-    "blue red green shirt bike street park snow water ball two three young old"
-).split()
-
-
-def toy_sentences(count: int, seed: int = 0) -> list[str]:
-    rng = random.Random(seed)
-    return [" ".join(rng.choice(WORDS) for _ in range(rng.randint(3, 9))) + "." for _ in range(count)]
+from tests.model_utils import small_config, toy_sentences
 
 
 @pytest.fixture(scope="session")
 def toy_tokenizer() -> Tokenizer:
     return Tokenizer.from_model_bytes(train_sentencepiece(toy_sentences(400), vocab_size=80))
-
-
-def small_config(vocab: int, **overrides) -> TransformerConfig:
-    settings = dict(
-        src_vocab_size=vocab,
-        tgt_vocab_size=vocab,
-        d_model=32,
-        n_heads=4,
-        n_encoder_layers=2,
-        n_decoder_layers=2,
-        d_ff=64,
-        dropout=0.0,
-        max_len=64,
-    )
-    settings.update(overrides)
-    return TransformerConfig(**settings)
 
 
 @pytest.fixture(scope="session")

@@ -8,7 +8,7 @@ import torch
 
 from model import Transformer, load_checkpoint
 from model.decoding import BeamTree, beam_search, beam_search_tree, length_penalty, next_token_log_probs
-from tests.conftest import small_config
+from tests.model_utils import small_config
 from viz.beam import beam_tree_figure
 
 SENTENCE = "a man rides a blue bike in the park."

@@ -16,8 +16,7 @@ import pytest
 from benchmarks import model_benchmarks, run, subject
 from benchmarks.records import Check, Record, table
 from benchmarks.timing import percentile
-from model.data import token_batches
-from model.train import encode_examples
+from model.training.data import encode_examples, token_batches
 
 EXPECTED = {
     "forward_vs_torch",

@@ -11,7 +11,7 @@ import torch
 from model import Transformer, load_checkpoint
 from model.checkpoint import CheckpointError, resolve_device, save_checkpoint
 from model.tokenizer import Tokenizer, word_index
-from tests.conftest import small_config
+from tests.model_utils import small_config
 
 
 @pytest.fixture
@@ -52,7 +52,7 @@ def test_half_precision_checkpoint_is_smaller_and_close(tmp_path, toy_tokenizer)
 def test_pickled_weights_are_refused_with_conversion_hint(checkpoint_copy):
     (checkpoint_copy / "model.safetensors").unlink()
     torch.save({"weights": torch.zeros(1)}, checkpoint_copy / "pytorch_model.bin")
-    with pytest.raises(CheckpointError, match=r"pytorch_model\.bin.*model\.convert"):
+    with pytest.raises(CheckpointError, match=r"pytorch_model\.bin.*python -m model\.interop\.convert"):
         load_checkpoint(checkpoint_copy)
     with pytest.raises(CheckpointError, match="never loaded"):
         load_checkpoint(checkpoint_copy / "pytorch_model.bin")

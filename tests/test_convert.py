@@ -1,4 +1,4 @@
-"""model.convert: pickled weights become a safe checkpoint with identical outputs."""
+"""model.interop.convert: pickled weights become a safe checkpoint with identical outputs."""
 
 from __future__ import annotations
 
@@ -11,9 +11,10 @@ import torch
 
 from model import Transformer, load_checkpoint
 from model.checkpoint import CheckpointError
-from model.convert import convert, main
-from model.interop import Seq2SeqTransformer, tutorial_logits
-from tests.conftest import small_config
+from model.interop import Seq2SeqTransformer
+from model.interop.convert import convert, main
+from model.interop.torch_transformer import tutorial_logits
+from tests.model_utils import small_config
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ import torch
 from model import Transformer, capture_attention, load_checkpoint
 from model.decoding import beam_search, greedy_decode, length_penalty, next_token_log_probs
 from model.trace import Trace
-from tests.conftest import small_config
+from tests.model_utils import small_config
 
 
 @pytest.fixture(scope="module")

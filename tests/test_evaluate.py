@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 import sacrebleu
 import torch
-from conftest import toy_sentences
 
-from model import evaluate as evaluate_module
 from model.checkpoint import load_checkpoint
-from model.evaluate import evaluate
+from model.training import evaluate as evaluate_module
+from model.training.evaluate import evaluate
+from tests.model_utils import toy_sentences
 
 REPO = Path(__file__).resolve().parents[1]
 # The random model never stops by itself. Without a fixed limit, a sentence's output length
@@ -138,7 +138,7 @@ def test_cli_names_missing_files_and_misaligned_lines(tiny_checkpoint, tmp_path,
 def test_card_split_records_scores_and_keeps_the_card(tiny_checkpoint, tmp_path):
     import shutil
 
-    from model.evaluate import main
+    from model.training.evaluate import main
 
     folder = tmp_path / "ckpt"
     shutil.copytree(tiny_checkpoint, folder)

@@ -9,8 +9,7 @@ import numpy as np
 import pytest
 
 from model import load_checkpoint
-from model.head_stats import (
-    ATTENTION_KINDS,
+from model.analysis.head_stats import (
     SHARE_STATISTICS,
     STATISTIC_DESCRIPTIONS,
     STATISTICS,
@@ -19,12 +18,11 @@ from model.head_stats import (
     is_punctuation,
     mean_head_statistics,
     module_axes,
-    module_kind,
-    module_name,
     read_sentences,
     sentences_from_text,
     trace_head_statistics,
 )
+from model.heads import KIND_LABELS, parse_module_name
 from viz.head_stats import STATISTIC_LABELS, head_stats_frame, head_stats_heatmap, statistic_grid
 
 PUNCTUATION_PIECES = {"\u2581.", ",", "?!"}  # the punctuation pieces of the hand-made lists below
@@ -210,16 +208,6 @@ def traces(translator):
     return [translator.trace(text, beam_size=1, max_len=6) for text in SENTENCES]
 
 
-def test_module_names_and_kinds():
-    for kind in ATTENTION_KINDS:
-        assert module_kind(module_name(kind, 3)) == kind
-    assert module_name("cross", 1) == "decoder.layers.1.cross_attn"
-    with pytest.raises(ValueError, match="kind"):
-        module_name("encoder", 0)
-    with pytest.raises(ValueError, match="attention module"):
-        module_kind("decoder.layers.0.ffn")
-
-
 def test_trace_table_has_every_head_and_equals_loops(traces):
     trace = traces[0]
     assert TOY_PUNCTUATION & set(trace.source_pieces)  # so the punctuation share is really checked
@@ -229,7 +217,8 @@ def test_trace_table_has_every_head_and_equals_loops(traces):
     layers["cross"] = info["n_decoder_layers"]
     assert len(table) == sum(layers.values()) * info["n_heads"]
     for row in table:
-        assert row["module"] == module_name(row["kind"], row["layer"])
+        kind, layer = parse_module_name(row["module"])
+        assert (KIND_LABELS[kind], layer) == (row["kind"], row["layer"])
         query_pieces, key_pieces = module_axes(trace, row["module"])
         matrix = trace.attention[row["module"]][row["head"]]
         assert matrix.shape == (len(query_pieces), len(key_pieces))
@@ -297,7 +286,7 @@ def test_sentences_are_read_one_per_line_and_an_empty_file_is_a_clear_error(tmp_
 
 def test_heatmap_is_layers_by_heads_with_the_table_values(traces):
     table = trace_head_statistics(traces[0])
-    for kind in ATTENTION_KINDS:
+    for kind in KIND_LABELS.values():
         for statistic in ("entropy", "diagonality"):
             figure = head_stats_heatmap(table, statistic, kind)
             z = np.asarray(figure.data[0].z)

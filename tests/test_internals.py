@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from model import load_checkpoint
-from model.internals import attention_kind, attention_stages
+from model.analysis.internals import attention_stages
+from model.heads import module_kind
 from viz.internals import attention_stage_figures
 
 SENTENCE = "two young girls play with a ball in the park."
@@ -47,7 +48,7 @@ def assert_stages_consistent(stages) -> None:
 
 @pytest.mark.parametrize("module_name", MODULES)
 def test_stages_recompute_the_captured_attention_of_the_head(translator, trace, module_name):
-    queries = len(trace.source_ids) if attention_kind(module_name) == "encoder" else trace.n_steps
+    queries = len(trace.source_ids) if module_kind(module_name) == "encoder" else trace.n_steps
     for head in (0, 2, 3):
         for step in (0, queries // 2, queries - 1):
             stages = translator.attention_stages(trace, module_name, head, step)

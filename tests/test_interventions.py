@@ -9,27 +9,27 @@ import html
 import numpy as np
 import pytest
 import torch
-from conftest import small_config
 
 from model import Transformer, capture_attention, load_checkpoint
-from model.decoding import next_token_log_probs
-from model.interventions import (
-    HeadRef,
+from model.analysis.ablation import (
     ablate_heads,
     ablate_heads_by_row,
-    all_heads,
-    check_heads,
     compare_ablation,
-    compare_positional,
-    head_importance,
     log_probability,
     mean_head_outputs,
+)
+from model.analysis.alignment import token_diff
+from model.analysis.importance import head_importance
+from model.analysis.positional import (
+    compare_positional,
     shuffle_source_words,
-    token_diff,
     without_positional_encoding,
     word_order,
 )
+from model.decoding import next_token_log_probs
+from model.heads import HeadRef, all_heads, check_heads
 from model.translator import Translator
+from tests.model_utils import small_config
 from viz.interventions import (
     ablation_tokens_figure,
     importance_frame,
@@ -344,13 +344,13 @@ def test_importance_halves_its_passes_after_running_out_of_gpu_memory(translator
 
 def test_importance_moves_to_the_cpu_when_even_one_row_does_not_fit(translator, monkeypatch):
     """A pretend accelerator ("meta" tensors) that is always out of memory: the drops come from a CPU copy."""
-    import model.interventions as interventions
+    import model.analysis.importance as importance_module
 
     output = translator.trace(SENTENCE, beam_size=1, max_len=MAX_LEN).target_ids[1:]
     expected = head_importance(translator, SENTENCE, target_ids=output)
     assert expected.notice is None
     pretend_gpu = Translator(translator.model, translator.tokenizer, torch.device("meta"), name="pretend")
-    row_log_probs = interventions._row_log_probs
+    row_log_probs = importance_module._row_log_probs
     devices: list[str] = []
 
     def full_accelerator(model, src, *args):
@@ -359,7 +359,7 @@ def test_importance_moves_to_the_cpu_when_even_one_row_does_not_fit(translator, 
             raise torch.OutOfMemoryError("out of memory (test)")
         return row_log_probs(model, src, *args)
 
-    monkeypatch.setattr(interventions, "_row_log_probs", full_accelerator)
+    monkeypatch.setattr(importance_module, "_row_log_probs", full_accelerator)
     moved = head_importance(pretend_gpu, SENTENCE, target_ids=output, batch_size=4)
     assert devices[:3] == ["meta"] * 3 and set(devices[3:]) == {"cpu"}, devices
     assert "CPU" in moved.notice

@@ -10,9 +10,10 @@ import torch
 from torch import nn
 
 from model import Transformer, TransformerConfig, capture_attention
-from model.interop import Seq2SeqTransformer, export_torch, import_torch, tutorial_logits
+from model.interop import Seq2SeqTransformer, export_torch, import_torch
+from model.interop.torch_transformer import tutorial_logits
 from model.layers import PositionalEncoding, TokenEmbedding, sinusoidal_encoding
-from tests.conftest import small_config
+from tests.model_utils import small_config
 
 VARIANTS = {
     "paper": {},

@@ -8,7 +8,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from model import load_checkpoint
-from model.pairs import align_pieces, attention_difference, attention_pair
+from model.analysis.alignment import align_pieces
+from model.analysis.pairs import attention_difference, attention_pair
 from model.trace import Trace
 from viz.pairs import pair_difference_heatmap, pair_heatmaps
 

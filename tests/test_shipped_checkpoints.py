@@ -14,7 +14,7 @@ import sacrebleu
 
 from model import load_checkpoint
 from model.checkpoint import read_config
-from model.data import read_lines
+from model.training.data import read_lines
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO.parent / "shared" / "data" / "multi30k"

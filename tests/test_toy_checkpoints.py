@@ -17,9 +17,9 @@ import pytest
 
 from model import load_checkpoint
 from model.checkpoint import scan_checkpoints
-from model.data import read_parallel, split_file
 from model.tokenizer import Tokenizer, train_sentencepiece
-from model.toy_tasks import (
+from model.training.data import read_parallel, split_file
+from model.training.toy_tasks import (
     ADJECTIVES,
     DETERMINERS,
     NOUNS,
@@ -41,7 +41,7 @@ SIZES = {"train": 400, "val": 50, "test": 50}
 
 
 def expected_positions(task: str, source: list[str]) -> list[int]:
-    """Where each output word comes from, written out per task (independently of model.toy_tasks)."""
+    """Where each output word comes from, written out per task (independently of model.training.toy_tasks)."""
     n = len(source)
     if task == "copy":
         return list(range(n))
@@ -104,7 +104,7 @@ def test_command_line_writes_what_model_train_reads(tmp_path):
         assert len(pairs) == size
     settings = json.loads((out / "toy_task.json").read_text())
     assert settings["seed"] == 4 and settings["sizes"] == {"train": 30, "val": 5, "test": 6}
-    assert settings["generator_command"].startswith("python -m model.toy_tasks --task svo-sov")
+    assert settings["generator_command"].startswith("python -m model.training.toy_tasks --task svo-sov")
     again = generate_splits(task, settings["sizes"], settings["seed"])
     assert read_parallel(out / "test.svo", out / "test.sov") == again["test"]
 

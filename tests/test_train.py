@@ -19,9 +19,10 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from model import train as train_module
 from model.checkpoint import load_checkpoint
-from model.data import Example, read_lines, token_batches
+from model.training import train as train_module
+from model.training.data import Example, read_lines, token_batches
+from model.training.optimization import train_step
 
 pytestmark = pytest.mark.slow
 
@@ -196,9 +197,8 @@ def test_resume_can_change_the_batch_size_and_keeps_it(corpus, tmp_path):
 
 
 def test_train_step_returns_the_summed_loss_and_a_zero_weight_step_changes_nothing():
-    from conftest import small_config
-
     from model.transformer import Transformer
+    from tests.model_utils import small_config
 
     torch.manual_seed(0)
     model = Transformer(small_config(12)).train()
@@ -217,15 +217,13 @@ def test_train_step_returns_the_summed_loss_and_a_zero_weight_step_changes_nothi
             label_smoothing=0.1,
             reduction="sum",
         )
-    loss = train_module.train_step(model, model.parameters(), optimizer, src, tgt, pad, **options)
+    loss = train_step(model, model.parameters(), optimizer, src, tgt, pad, **options)
     assert torch.allclose(loss, expected) and not loss.requires_grad
     assert any(not torch.equal(before[name], value) for name, value in model.state_dict().items())
 
     stand_in = Transformer(small_config(12)).train()
     stand_in_optimizer = torch.optim.AdamW(stand_in.parameters(), lr=1e-2, weight_decay=0.0)
     before = {name: value.detach().clone() for name, value in stand_in.state_dict().items()}
-    loss = train_module.train_step(
-        stand_in, stand_in.parameters(), stand_in_optimizer, src, tgt, pad, **options, weight=0.0
-    )
+    loss = train_step(stand_in, stand_in.parameters(), stand_in_optimizer, src, tgt, pad, **options, weight=0.0)
     assert float(loss) == 0.0
     assert all(torch.equal(before[name], value) for name, value in stand_in.state_dict().items())

@@ -11,8 +11,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from model import evaluate, train, translate
+from model import translate
 from model.checkpoint import load_checkpoint
+from model.interop import convert
+from model.training import evaluate, options, toy_tasks, train
 
 REPO = Path(__file__).resolve().parents[1]
 MAX_LEN = 12  # the random model never stops by itself; a fixed limit keeps its outputs short and batch-independent
@@ -68,18 +70,29 @@ def test_unusable_checkpoint_is_a_clear_error(tmp_path):
     assert result.stdout == ""
 
 
-@pytest.mark.parametrize("module", [train, evaluate, translate], ids=lambda m: m.__name__)
-def test_help_explains_every_option(module, capsys):
-    parser = module.build_parser()
+COMMANDS = {  # command -> (its parser, its main)
+    "model.train": (options.build_parser, train.main),
+    "model.evaluate": (evaluate.build_parser, evaluate.main),
+    "model.translate": (translate.build_parser, translate.main),
+    "model.training.toy_tasks": (toy_tasks.build_parser, toy_tasks.main),
+    "model.interop.convert": (convert.build_parser, convert.main),
+}
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_help_explains_every_option(command, capsys):
+    build_parser, main = COMMANDS[command]
+    parser = build_parser()
     with pytest.raises(SystemExit) as exit_info:
-        module.main(["--help"])
+        main(["--help"])
     assert exit_info.value.code == 0
     text = " ".join(capsys.readouterr().out.split())  # argparse wraps lines; compare with single spaces
-    assert text.startswith(f"usage: python -m {module.__name__}")
-    options = [action for action in parser._actions if not isinstance(action, argparse._HelpAction)]
-    assert options
-    for action in options:
+    assert text.startswith(f"usage: python -m {command}")
+    actions = [action for action in parser._actions if not isinstance(action, argparse._HelpAction)]
+    assert actions
+    for action in actions:
         name = action.option_strings[0] if action.option_strings else action.metavar or action.dest
         assert action.help and action.help.strip() and action.help != argparse.SUPPRESS, f"{name} has no help"
         assert name in text, name
-        assert " ".join(action.help.split()[:4]) in text, f"help of {name} is not shown"
+        shown = parser._get_formatter()._expand_help(action)  # with %(default)s filled in
+        assert " ".join(shown.split()[:4]) in text, f"help of {name} is not shown"

@@ -7,6 +7,7 @@ Usable as is in a notebook::
     attention_heatmap(axes.stack[0, 1], axes.query_pieces, axes.key_pieces, merge_words=True).show()
 """
 
+from model.heads import ATTENTION_KINDS
 from viz.attention import (
     aggregate_figure,
     attention_grid,
@@ -37,7 +38,7 @@ from viz.presenter import enlarge
 from viz.quiz import Guess, QuizScore, StepScore, StepTruth, score_step, step_truth, total_score
 from viz.style import ATTENTION_COLORSCALE, chart_config, power_colorscale
 from viz.tokens import TokenAttention, display_piece, select_tokens
-from viz.trace_views import ATTENTION_KINDS, AttentionAxes, DecodingStep, attention_axes, decoding_step
+from viz.trace_views import AttentionAxes, DecodingStep, attention_axes, decoding_step
 from viz.whatif import fork_attention_figures, fork_info, fork_tokens_figure
 
 __all__ = [

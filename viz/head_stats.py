@@ -1,6 +1,6 @@
 """Head statistics drawn: a layers × heads heatmap of one statistic, and the sortable table.
 
-Both take the table of model.head_stats (trace_head_statistics for one sentence,
+Both take the table of model.analysis.head_stats (trace_head_statistics for one sentence,
 batch_head_statistics for many): a list of rows with kind, layer, head and every statistic.
 """
 
@@ -14,7 +14,8 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from model.head_stats import ATTENTION_KINDS, SHARE_STATISTICS, STATISTIC_DESCRIPTIONS, STATISTICS
+from model.analysis.head_stats import SHARE_STATISTICS, STATISTIC_DESCRIPTIONS, STATISTICS
+from model.heads import KIND_LABELS
 from viz.style import ATTENTION_COLORSCALE, base_layout, layer_head_axes, power_colorscale
 
 STATISTIC_LABELS = {
@@ -30,11 +31,12 @@ STATISTIC_LABELS = {
 }
 UNBOUNDED_COLORSCALE = power_colorscale("Blues", 1.0)  # entropy and distance: linear, 0 to the largest value
 CELL_SIZE = 56  # pixels per layer row of the heatmap
+TABLE_KINDS = tuple(KIND_LABELS.values())  # the table's kinds: "encoder self", "decoder self", "cross"
 
 
 def _check_kind(kind: str) -> None:
-    if kind not in ATTENTION_KINDS:
-        raise ValueError(f"kind must be one of {tuple(ATTENTION_KINDS)}, not {kind!r}")
+    if kind not in TABLE_KINDS:
+        raise ValueError(f"kind must be one of {TABLE_KINDS}, not {kind!r}")
 
 
 def statistic_grid(table: Sequence[dict[str, Any]], statistic: str, kind: str) -> np.ndarray:
@@ -92,7 +94,7 @@ def head_stats_frame(table: Sequence[dict[str, Any]], kinds: Sequence[str] | Non
     ``kinds`` keeps only those attention kinds. Values are exact (format them when showing);
     column names are plain text, not HTML.
     """
-    kinds = list(ATTENTION_KINDS) if kinds is None else list(kinds)
+    kinds = list(TABLE_KINDS) if kinds is None else list(kinds)
     for kind in kinds:
         _check_kind(kind)
     columns = {"kind": "kind", "layer": "layer", "head": "head", **STATISTIC_LABELS}

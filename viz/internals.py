@@ -1,6 +1,6 @@
 """Inside one head: one small figure per stage of scaled dot-product attention, each titled with its shape.
 
-Input is model.internals.AttentionStages (plain numpy data); the stages follow section
+Input is model.analysis.internals.AttentionStages (plain numpy data); the stages follow section
 3.2.1 of the paper: Q·Kᵀ, scaled by 1/sqrt(d_k), masked (padding, and causal in decoder
 self-attention), softmax, and the weighted sum of the values.
 """
@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from model.internals import AttentionStages
+from model.analysis.internals import AttentionStages
 from viz.style import ATTENTION_COLORSCALE, ROW_HEIGHT, base_layout
 from viz.tokens import display_labels
 

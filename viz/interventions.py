@@ -1,8 +1,8 @@
 """Interventions drawn: a translation beside its ablated or position-free twin, token probabilities before and
 after, head importance as layers × heads heatmaps, and one head's attention in both runs.
 
-Every builder takes the plain data of model.interventions (AblationComparison, HeadImportance,
-PositionalComparison, TokenDiff) and never runs the model. Token labels are escaped with
+Every builder takes the plain data of model.analysis (ablation.AblationComparison, importance.HeadImportance,
+positional.PositionalComparison, alignment.TokenDiff) and never runs the model. Token labels are escaped with
 viz.tokens.display_piece; titles are plain text, escaped here.
 """
 
@@ -16,7 +16,11 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from model.interventions import KIND_LABELS, AblationComparison, HeadImportance, PositionalComparison, TokenDiff
+from model.analysis.ablation import AblationComparison
+from model.analysis.alignment import TokenDiff
+from model.analysis.importance import HeadImportance
+from model.analysis.positional import PositionalComparison
+from model.heads import KIND_LABELS
 from viz.pairs import pair_heatmaps
 from viz.style import base_layout, head_colour, layer_head_axes, token_rows
 from viz.tokens import display_labels
@@ -40,7 +44,7 @@ def translation_diff_figure(
 ) -> go.Figure:
     """Two translations token by token, aligned: shared tokens in one column, changed tokens highlighted.
 
-    ``diff`` aligns the output pieces (model.interventions.token_diff); ``first_probs`` and
+    ``diff`` aligns the output pieces (model.analysis.alignment.token_diff); ``first_probs`` and
     ``second_probs`` are each translation's own step probabilities (Trace.step_probs), shown on
     hover. A blank cell is a gap: the other translation has a token there that this one lacks.
     ``labels`` name the two rows (plain text).

@@ -6,9 +6,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from model.heads import check_kind
 from model.trace import Trace
-
-ATTENTION_KINDS = ("encoder", "decoder", "cross")
 
 
 @dataclass(frozen=True)
@@ -24,8 +23,7 @@ def attention_axes(trace: Trace, kind: str) -> AttentionAxes:
     Encoder queries and keys are the source pieces (EOS last); decoder queries are the decoder
     inputs (BOS first, the last output token left out), which are also the decoder self-attention keys.
     """
-    if kind not in ATTENTION_KINDS:
-        raise ValueError(f"kind must be one of {ATTENTION_KINDS}, not {kind!r}")
+    check_kind(kind)
     queries = trace.source_pieces if kind == "encoder" else trace.decoder_input_pieces
     keys = trace.source_pieces if kind in ("encoder", "cross") else trace.decoder_input_pieces
     return AttentionAxes(trace.attention_stack(kind), list(queries), list(keys))

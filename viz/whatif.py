@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import plotly.graph_objects as go
 
-from model.internals import attention_kind
+from model.heads import module_kind
 from model.trace import Trace
 from viz.attention import attention_heatmap
 from viz.style import ATTENTION_COLORSCALE, base_layout, head_colour, token_rows
@@ -81,7 +81,7 @@ def fork_attention_figures(
     step = fork["step"]
     chosen = word_text(fork["pieces"])
     figures = []
-    kind = attention_kind(module_name)
+    kind = module_kind(module_name)
     for name, trace in (("original", original), (f"what-if: step {step} → {chosen}", forked)):
         queries = trace.source_pieces if kind == "encoder" else trace.decoder_input_pieces
         keys = trace.decoder_input_pieces if kind == "decoder" else trace.source_pieces

@@ -1,4 +1,4 @@
-"""Convert pickled PyTorch weights into a safe checkpoint folder: ``python -m model.convert --help``.
+"""Convert pickled PyTorch weights into a safe checkpoint folder: ``python -m model.interop.convert --help``.
 
 Loading a pickle can run code hidden in the file, so the app and ``load_checkpoint`` never
 do it. This one-off tool reads the file with ``torch.load(weights_only=True)`` (plain
@@ -18,14 +18,14 @@ import torch
 
 from model.checkpoint import CheckpointError, read_json, save_checkpoint
 from model.config import TransformerConfig
-from model.interop import Seq2SeqTransformer, import_torch
+from model.interop.torch_transformer import Seq2SeqTransformer, import_torch
 from model.tokenizer import Tokenizer
 from model.transformer import Transformer
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m model.convert",
+        prog="python -m model.interop.convert",
         description="Turn a pickled .pt/.bin state dict into a checkpoint folder that loads without unpickling.",
     )
     parser.add_argument("--weights", required=True, help="the .pt/.pth/.bin file holding a state dict")

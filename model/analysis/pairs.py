@@ -8,38 +8,13 @@ compares the same query token attending to the same key token in both sentences.
 
 from __future__ import annotations
 
-import difflib
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from model.head_stats import module_axes
+from model.analysis.alignment import PieceAlignment, align_pieces
+from model.analysis.head_stats import module_axes
 from model.trace import Trace
-
-
-@dataclass(frozen=True)
-class PieceAlignment:
-    """The pieces two lists share, in order: ``first[n]`` in one list matches ``second[n]`` in the other."""
-
-    first: list[int]
-    second: list[int]
-    pieces: list[str]  # the shared pieces, in order
-
-
-def align_pieces(first: Sequence[str], second: Sequence[str]) -> PieceAlignment:
-    """Align two piece lists with difflib.SequenceMatcher: the equal pieces of its matching blocks.
-
-    Pieces are compared exactly (the "▁" word-start mark included). autojunk is off, so
-    frequent pieces such as "▁the" still match in long lists.
-    """
-    matcher = difflib.SequenceMatcher(None, list(first), list(second), autojunk=False)
-    first_positions: list[int] = []
-    second_positions: list[int] = []
-    for block in matcher.get_matching_blocks():
-        first_positions.extend(range(block.a, block.a + block.size))
-        second_positions.extend(range(block.b, block.b + block.size))
-    return PieceAlignment(first_positions, second_positions, [first[i] for i in first_positions])
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from typing import Any
 from sacrebleu.metrics import BLEU, CHRF
 from tqdm import tqdm
 
-from model.data import read_lines
+from model.training.data import read_lines
 from model.translate import add_decoding_arguments
 from model.translator import Translator
 

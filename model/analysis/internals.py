@@ -17,10 +17,9 @@ import numpy as np
 import torch
 
 from model.capture import capture_attention
+from model.heads import module_kind
 from model.layers import MultiHeadAttention, causal_mask
 from model.transformer import Transformer
-
-ATTENTION_KINDS = {"self_attn": "self", "cross_attn": "cross"}
 
 
 @dataclass
@@ -63,15 +62,6 @@ class AttentionStages:
         return {name: tuple(value.shape) for name, value in vars(self).items() if isinstance(value, np.ndarray)}
 
 
-def attention_kind(module_name: str) -> str:
-    """The kind of an attention module from its name: "encoder", "decoder" (self-attention) or "cross"."""
-    stack, _, rest = module_name.partition(".")
-    kind = ATTENTION_KINDS.get(rest.rpartition(".")[2])
-    if stack not in ("encoder", "decoder") or kind is None:
-        raise ValueError(f"{module_name!r} is not an attention module name such as 'decoder.layers.0.cross_attn'")
-    return stack if kind == "self" else "cross"
-
-
 def _check_index(value: int | None, count: int, name: str) -> None:
     if value is not None and (isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < count):
         raise ValueError(f"{name} must be an integer in 0..{count - 1}, not {value!r}")
@@ -96,7 +86,7 @@ def attention_stages(
     query row: a decoding step for decoder modules, a source position for encoder
     self-attention; None keeps every row. Pieces, when given, label the rows and keys.
     """
-    kind = attention_kind(module_name)
+    kind = module_kind(module_name)
     modules = dict(model.named_modules())
     if not isinstance(modules.get(module_name), MultiHeadAttention):
         raise ValueError(f"this model has no attention module {module_name!r}")

@@ -1,4 +1,4 @@
-"""Synthetic parallel data whose attention has a known answer: ``python -m model.toy_tasks --help``.
+"""Synthetic parallel data whose attention has a known answer: ``python -m model.training.toy_tasks --help``.
 
 Each task rewrites a source sequence by a permutation of its positions, so the right
 cross-attention is known in advance: copy reads the same position (a diagonal), reverse the
@@ -30,8 +30,8 @@ from typing import Any
 import numpy as np
 
 from model.checkpoint import load_checkpoint
-from model.data import read_parallel, split_file
 from model.trace import Trace
+from model.training.data import read_parallel, split_file
 
 SYMBOLS = "abcdefghijklmnopqrstuvwxyz"
 DETERMINERS = ("the", "a")
@@ -255,7 +255,7 @@ def check_checkpoint(task: ToyTask, checkpoint: str | Path, pairs: list[tuple[st
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m model.toy_tasks",
+        prog="python -m model.training.toy_tasks",
         description=(
             "Write synthetic parallel data for toy tasks whose attention pattern is known (copy: diagonal,\n"
             "reverse: anti-diagonal, sort: a permutation, svo-sov: the verb moves to the end), or measure a\n"
@@ -263,10 +263,11 @@ def build_parser() -> argparse.ArgumentParser:
         ),
         epilog=(
             "examples:\n"
-            "  python -m model.toy_tasks --task reverse --out runs/toy-reverse-data\n"
+            "  python -m model.training.toy_tasks --task reverse --out runs/toy-reverse-data\n"
             "  python -m model.train --data runs/toy-reverse-data --src-lang seq --tgt-lang rev "
             "--tokenizer-type word ...\n"
-            "  python -m model.toy_tasks --task reverse --check runs/toy-reverse/final --data runs/toy-reverse-data"
+            "  python -m model.training.toy_tasks --task reverse --check runs/toy-reverse/final "
+            "--data runs/toy-reverse-data"
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -310,7 +311,7 @@ def main(argv: list[str] | None = None) -> None:
         if not 1 <= args.min_len <= args.max_len or not 1 <= args.symbols <= len(SYMBOLS):
             parser.error("need 1 <= --min-len <= --max-len and 1 <= --symbols <= 26")
         sizes = {"train": args.train, "val": args.valid, "test": args.test}
-        command = "python -m model.toy_tasks " + " ".join(shlex.quote(a) for a in argv)
+        command = "python -m model.training.toy_tasks " + " ".join(shlex.quote(a) for a in argv)
         out = write_dataset(
             task, args.out, sizes, args.seed, Lengths(args.min_len, args.max_len, args.symbols), command
         )
@@ -335,7 +336,7 @@ def main(argv: list[str] | None = None) -> None:
             **settings,
             "pattern": task.pattern,
             **result,
-            "measured_with": "python -m model.toy_tasks " + " ".join(shlex.quote(a) for a in argv),
+            "measured_with": "python -m model.training.toy_tasks " + " ".join(shlex.quote(a) for a in argv),
         }
         card["examples"] = [source for source, _ in pairs[:5]]
         card_path.write_text(json.dumps(card, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")

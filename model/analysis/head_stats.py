@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from model.heads import ATTENTION_KINDS, KIND_LABELS, module_kind
 from model.tokenizer import WORD_START
 from model.trace import Trace
 
@@ -62,12 +63,6 @@ STATISTIC_DESCRIPTIONS = {
 # Statistics that are attention mass, so lie in [0, 1]; entropy and distance are not bounded by 1.
 SHARE_STATISTICS = ("same", "previous", "next", "bos", "eos", "punctuation", "diagonality")
 
-# Table kind -> (Trace.attention_names kind, module name pattern).
-ATTENTION_KINDS = {
-    "encoder self": ("encoder", "encoder.layers.{layer}.self_attn"),
-    "decoder self": ("decoder", "decoder.layers.{layer}.self_attn"),
-    "cross": ("cross", "decoder.layers.{layer}.cross_attn"),
-}
 DIAGONAL_BAND = 1.0
 
 
@@ -95,20 +90,6 @@ def is_punctuation(piece: str) -> bool:
     return bool(text) and all(unicodedata.category(char).startswith("P") for char in text)
 
 
-def module_name(kind: str, layer: int) -> str:
-    """The captured module of one attention kind ("encoder self", "decoder self", "cross") in ``layer``."""
-    return _kind(kind)[1].format(layer=layer)
-
-
-def module_kind(name: str) -> str:
-    """The attention kind of a module name: "encoder.layers.0.self_attn" -> "encoder self"."""
-    for kind, (_, pattern) in ATTENTION_KINDS.items():
-        prefix, suffix = pattern.split("{layer}")
-        if name.startswith(prefix) and name.endswith(suffix):
-            return kind
-    raise ValueError(f"{name!r} is not an attention module (encoder/decoder self_attn or decoder cross_attn)")
-
-
 def module_axes(trace: Trace, name: str) -> tuple[list[str], list[str]]:
     """Query and key pieces of a module's attention in ``trace``.
 
@@ -117,15 +98,9 @@ def module_axes(trace: Trace, name: str) -> tuple[list[str], list[str]]:
     keys are the source pieces.
     """
     kind = module_kind(name)
-    queries = trace.source_pieces if kind == "encoder self" else trace.decoder_input_pieces
-    keys = trace.decoder_input_pieces if kind == "decoder self" else trace.source_pieces
+    queries = trace.source_pieces if kind == "encoder" else trace.decoder_input_pieces
+    keys = trace.decoder_input_pieces if kind == "decoder" else trace.source_pieces
     return list(queries), list(keys)
-
-
-def _kind(kind: str) -> tuple[str, str]:
-    if kind not in ATTENTION_KINDS:
-        raise ValueError(f"kind must be one of {tuple(ATTENTION_KINDS)}, not {kind!r}")
-    return ATTENTION_KINDS[kind]
 
 
 def _real_attention(
@@ -196,18 +171,18 @@ def head_statistics(
 def trace_head_statistics(trace: Trace, *, band: float = DIAGONAL_BAND) -> list[dict[str, Any]]:
     """The statistics table of one Trace: one row per (kind, layer, head).
 
-    Each row: ``kind`` ("encoder self", "decoder self", "cross"), ``layer``, ``head``,
-    ``module``, every statistic in STATISTICS, ``queries`` (query rows counted) and
-    ``sentences`` (1), ready for viz.head_stats or a DataFrame.
+    Each row: ``kind`` (the kind's label in model.heads.KIND_LABELS: "encoder self", "decoder
+    self", "cross"), ``layer``, ``head``, ``module``, every statistic in STATISTICS,
+    ``queries`` (query rows counted) and ``sentences`` (1), ready for viz.head_stats or a DataFrame.
     """
     special = SpecialPieces.of_trace(trace)
     rows = []
-    for kind, (trace_kind, _) in ATTENTION_KINDS.items():
-        for layer, name in enumerate(trace.attention_names(trace_kind)):
+    for kind in ATTENTION_KINDS:
+        for layer, name in enumerate(trace.attention_names(kind)):
             query_pieces, key_pieces = module_axes(trace, name)
             stats = head_statistics(trace.attention[name], query_pieces, key_pieces, special=special, band=band)
             for head in range(len(stats["queries"])):
-                row: dict[str, Any] = {"kind": kind, "layer": layer, "head": head, "module": name}
+                row: dict[str, Any] = {"kind": KIND_LABELS[kind], "layer": layer, "head": head, "module": name}
                 row.update({statistic: float(stats[statistic][head]) for statistic in STATISTICS})
                 row["queries"] = int(stats["queries"][head])
                 row["sentences"] = 1

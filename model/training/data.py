@@ -1,4 +1,4 @@
-"""Parallel corpora: reading plain or gzipped text files, and token-bucketed batches."""
+"""Parallel corpora: reading plain or gzipped text files, encoding them into examples, and token-bucketed batches."""
 
 from __future__ import annotations
 
@@ -6,8 +6,13 @@ import gzip
 import random
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
+
+if TYPE_CHECKING:
+    from model.config import TransformerConfig
+    from model.tokenizer import Tokenizer
 
 
 def read_lines(path: str | Path) -> list[str]:
@@ -28,6 +33,7 @@ def split_file(folder: str | Path, split: str, lang: str) -> Path:
 
 
 def read_parallel(src_path: str | Path, tgt_path: str | Path) -> list[tuple[str, str]]:
+    """(source, target) sentence pairs from two line-aligned files; files of different lengths are refused."""
     source, target = read_lines(src_path), read_lines(tgt_path)
     if len(source) != len(target):
         raise ValueError(f"{src_path} has {len(source)} lines but {tgt_path} has {len(target)}")
@@ -38,6 +44,17 @@ def read_parallel(src_path: str | Path, tgt_path: str | Path) -> list[tuple[str,
 class Example:
     src: list[int]  # pieces + EOS
     tgt: list[int]  # BOS + pieces + EOS
+
+
+def encode_examples(pairs: list[tuple[str, str]], tokenizer: Tokenizer, config: TransformerConfig) -> list[Example]:
+    """Pieces + EOS on the source, BOS + pieces + EOS on the target; over-long pairs are dropped."""
+    examples = []
+    for source, target in pairs:
+        src = tokenizer.encode(source, "source") + [config.eos_id]
+        tgt = [config.bos_id] + tokenizer.encode(target, "target") + [config.eos_id]
+        if 1 < len(src) <= config.max_len and 2 < len(tgt) <= config.max_len:
+            examples.append(Example(src, tgt))
+    return examples
 
 
 def token_batches(examples: list[Example], max_tokens: int, seed: int) -> list[list[int]]:

@@ -1,0 +1,125 @@
+"""Positional-encoding experiments: remove the encoding, or shuffle the source words.
+
+``without_positional_encoding`` zeroes the sinusoidal encoding added to the embeddings;
+``shuffle_source_words`` reorders the source. Without positions, encoder self-attention
+cannot tell word order at all (its output for a permuted source is the same vectors
+permuted). ``compare_positional`` translates a sentence as is and under one experiment.
+
+The encoding is removed through ``model.capture.intervene``: the edit lives in the current
+thread's context only, so the model shared by every session is never changed.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import torch
+
+from model.analysis.alignment import TokenDiff, token_diff
+from model.analysis.pairs import AttentionPair, attention_pair
+from model.capture import intervene
+from model.trace import Trace
+from model.transformer import Transformer
+
+if TYPE_CHECKING:
+    from model.translator import Translator
+
+POSITIONAL_EXPERIMENTS = ("no-pe", "shuffle")
+POSITIONAL_STACKS = ("encoder", "decoder")
+
+
+@contextmanager
+def without_positional_encoding(model: Transformer, stacks: Sequence[str] = POSITIONAL_STACKS) -> Iterator[None]:
+    """Add a zero positional encoding in ``stacks`` ("encoder", "decoder") inside the block, in this thread only.
+
+    The embeddings then carry no position: encoder self-attention sees the source as a bag of
+    pieces, and the decoder tells its steps apart only through the causal mask.
+    """
+    unknown = [stack for stack in stacks if stack not in POSITIONAL_STACKS]
+    if unknown or not stacks:
+        raise ValueError(f"stacks must be a non-empty selection of {POSITIONAL_STACKS}, not {tuple(stacks)!r}")
+    names = {f"{stack}.positional" for stack in stacks}
+
+    def edit(name: str, kind: str, value: torch.Tensor) -> torch.Tensor:
+        return torch.zeros_like(value) if kind == "positional" and name in names else value
+
+    with intervene(model, edit):
+        yield
+
+
+def word_order(count: int, seed: int = 0) -> list[int]:
+    """A seeded shuffle of range(count): position in the original of each shuffled word.
+
+    It always moves at least one word when there are two or more, so a shuffle is never the
+    sentence itself.
+    """
+    rng = random.Random(seed)
+    identity = list(range(count))
+    order = identity[:]
+    rng.shuffle(order)
+    while count > 1 and order == identity:
+        rng.shuffle(order)
+    return order
+
+
+def shuffle_source_words(text: str, seed: int = 0) -> str:
+    """The whitespace-separated words of ``text`` in a seeded random order (punctuation stays on its word)."""
+    words = text.split()
+    return " ".join(words[i] for i in word_order(len(words), seed))
+
+
+@dataclass
+class PositionalComparison:
+    """A translation beside the same sentence without positional encoding, or with its words shuffled.
+
+    ``modified`` is the experiment's trace: for "no-pe" the same source translated with the
+    encoding zeroed in ``stacks`` (its ``positional`` arrays are the zeros that were added);
+    for "shuffle" the shuffled sentence (``modified.source_text``), whose word i is the
+    original's word ``word_order[i]``. ``diff`` aligns the two outputs.
+    """
+
+    experiment: str
+    original: Trace
+    modified: Trace
+    diff: TokenDiff
+    stacks: tuple[str, ...]  # "no-pe": where the encoding was removed; "shuffle": empty
+    seed: int | None  # "shuffle" only
+    word_order: list[int]  # "shuffle" only; empty for "no-pe"
+
+    def attention_pair(self, module_name: str, head: int) -> AttentionPair:
+        """One head's attention in the original and in the experiment, aligned where their pieces match."""
+        return attention_pair(self.original, self.modified, module_name, head)
+
+
+def compare_positional(
+    translator: Translator,
+    text: str,
+    experiment: str = "no-pe",
+    seed: int = 0,
+    beam_size: int = 5,
+    max_len: int | None = None,
+    stacks: Sequence[str] = POSITIONAL_STACKS,
+    top_k: int = 5,
+) -> PositionalComparison:
+    """Translate ``text`` as is and under a positional experiment: "no-pe" (encoding removed in ``stacks``)
+    or "shuffle" (source words in a seeded random order, the model unchanged)."""
+    if experiment not in POSITIONAL_EXPERIMENTS:
+        raise ValueError(f"experiment must be one of {POSITIONAL_EXPERIMENTS}, not {experiment!r}")
+    original = translator.trace(text, beam_size, max_len, top_k)
+    if experiment == "no-pe":
+        with without_positional_encoding(translator.model, stacks):
+            modified = translator.trace(text, beam_size, max_len, top_k)
+        removed_from, used_seed, order = tuple(stacks), None, []
+        record = {"experiment": experiment, "stacks": list(removed_from)}
+    else:
+        order = word_order(len(text.split()), seed)
+        modified = translator.trace(shuffle_source_words(text, seed), beam_size, max_len, top_k)
+        removed_from, used_seed = (), seed
+        record = {"experiment": experiment, "seed": seed, "word_order": order}
+    modified.settings["positional_experiment"] = record
+    diff = token_diff(original.predicted_pieces, modified.predicted_pieces)
+    return PositionalComparison(experiment, original, modified, diff, removed_from, used_seed, order)

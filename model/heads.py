@@ -1,0 +1,130 @@
+"""Which attention is this: the three kinds of attention, their module names, labels and heads, defined once.
+
+The network uses attention three ways (section 3.2.3 of the paper): encoder self-attention,
+decoder self-attention (causal) and cross-attention (decoder queries, encoder keys). The
+code names them "encoder", "decoder" and "cross"; each layer's module is found under the
+name ``named_modules()`` gives it, e.g. "decoder.layers.1.cross_attn", which is also the key
+of ``Capture.attention`` and ``Trace.attention``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from model.config import TransformerConfig
+
+ATTENTION_KINDS = ("encoder", "decoder", "cross")
+# Kind -> (stack, attribute of the stack's layers): the module is "{stack}.layers.{layer}.{attribute}".
+_MODULES = {
+    "encoder": ("encoder", "self_attn"),
+    "decoder": ("decoder", "self_attn"),
+    "cross": ("decoder", "cross_attn"),
+}
+KIND_LABELS = {"encoder": "encoder self", "decoder": "decoder self", "cross": "cross"}  # short, for tables and pickers
+KIND_TITLES = {"encoder": "Encoder self-attention", "decoder": "Decoder self-attention", "cross": "Cross-attention"}
+_MODULE_NAME = re.compile(r"(encoder|decoder)\.layers\.(\d+)\.(self_attn|cross_attn)")
+_KIND_OF_MODULE = {module: kind for kind, module in _MODULES.items()}
+
+
+def check_kind(kind: str) -> str:
+    """``kind`` itself when it is "encoder", "decoder" or "cross"; a ValueError otherwise."""
+    if kind not in ATTENTION_KINDS:
+        raise ValueError(f"kind must be one of {ATTENTION_KINDS}, not {kind!r}")
+    return kind
+
+
+def module_name(kind: str, layer: int) -> str:
+    """The attention module of ``kind`` in ``layer``: module_name("cross", 1) -> "decoder.layers.1.cross_attn"."""
+    stack, attribute = _MODULES[check_kind(kind)]
+    return f"{stack}.layers.{layer}.{attribute}"
+
+
+def _parse(name: str) -> tuple[str, int] | None:
+    """(kind, layer) of an attention module name, None for any other name."""
+    match = _MODULE_NAME.fullmatch(name)
+    if match is None:
+        return None
+    kind = _KIND_OF_MODULE.get((match[1], match[3]))
+    return None if kind is None else (kind, int(match[2]))
+
+
+def parse_module_name(name: str) -> tuple[str, int]:
+    """Kind and layer of an attention module name: "decoder.layers.1.cross_attn" -> ("cross", 1)."""
+    parsed = _parse(name)
+    if parsed is None:
+        raise ValueError(
+            f"{name!r} is not an attention module name such as 'decoder.layers.0.cross_attn' "
+            "(encoder or decoder self_attn, decoder cross_attn)"
+        )
+    return parsed
+
+
+def module_kind(name: str) -> str:
+    """The kind of an attention module name: "encoder.layers.0.self_attn" -> "encoder"."""
+    return parse_module_name(name)[0]
+
+
+def attention_modules(names: Iterable[str], kind: str) -> list[str]:
+    """The attention modules of ``kind`` among ``names``, in layer order (other names are left out)."""
+    check_kind(kind)
+    layers = {parsed[1]: name for name in names if (parsed := _parse(name)) is not None and parsed[0] == kind}
+    return [layers[layer] for layer in sorted(layers)]
+
+
+def layer_count(config: TransformerConfig, kind: str) -> int:
+    """Layers that have attention of ``kind``."""
+    return config.n_encoder_layers if check_kind(kind) == "encoder" else config.n_decoder_layers
+
+
+@dataclass(frozen=True)
+class HeadRef:
+    """One attention head: its kind ("encoder" / "decoder" self-attention or "cross"), layer and head."""
+
+    kind: str
+    layer: int
+    head: int
+
+    def __post_init__(self) -> None:
+        check_kind(self.kind)
+        for name in ("layer", "head"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(f"{name} must be a non-negative integer, not {value!r}")
+
+    @property
+    def module_name(self) -> str:
+        """The attention module the head belongs to, e.g. "decoder.layers.1.cross_attn"."""
+        return module_name(self.kind, self.layer)
+
+    @property
+    def label(self) -> str:
+        """Plain text for a picker or a table, e.g. "cross L1 H2"."""
+        return f"{KIND_LABELS[self.kind]} L{self.layer} H{self.head}"
+
+
+def all_heads(config: TransformerConfig, kinds: Sequence[str] = ATTENTION_KINDS) -> list[HeadRef]:
+    """Every head of the given kinds, in kind, layer, head order."""
+    return [
+        HeadRef(kind, layer, head)
+        for kind in kinds
+        for layer in range(layer_count(config, kind))
+        for head in range(config.n_heads)
+    ]
+
+
+def check_heads(config: TransformerConfig, heads: Sequence[HeadRef]) -> list[HeadRef]:
+    """The heads, in order and without repeats; a head this model does not have is refused."""
+    checked: list[HeadRef] = []
+    for ref in heads:
+        if not isinstance(ref, HeadRef):
+            raise ValueError(f"heads must be HeadRef values, not {ref!r}")
+        if ref.layer >= layer_count(config, ref.kind) or ref.head >= config.n_heads:
+            raise ValueError(
+                f"{ref.label} is not in this model ({layer_count(config, ref.kind)} {ref.kind} layers, "
+                f"{config.n_heads} heads)"
+            )
+        if ref not in checked:
+            checked.append(ref)
+    return checked

@@ -1,0 +1,130 @@
+"""The command line of ``python -m model.train``, and the arguments a run keeps in its folder (args.json).
+
+A run's arguments are saved when it starts; ``--resume`` continues with the saved ones, and
+only the run-control options given again (epochs, time limit, device, threads, patience,
+progress bar, and --max-tokens for the batches still to come) replace them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from model.training.state import STATE_FILE
+
+RUN_CONTROL = ("epochs", "max_minutes", "quiet", "device", "threads", "patience")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The options of ``python -m model.train``, grouped as --help shows them: data, tokenizer, model,
+    optimisation, run."""
+    parser = argparse.ArgumentParser(
+        prog="python -m model.train",
+        description="Train an encoder-decoder Transformer translation model and write a checkpoint folder.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    data = parser.add_argument_group("data")
+    data.add_argument("--data", help="folder with {split}.{lang} files (plain or .gz), e.g. ../shared/data/multi30k")
+    data.add_argument("--src-lang", default="en", help="source language suffix of the files in --data")
+    data.add_argument("--tgt-lang", default="de", help="target language suffix of the files in --data")
+    data.add_argument("--train-split", default="train", help="split name of the training files in --data")
+    data.add_argument("--valid-split", default="val", help="split name of the validation files in --data")
+    data.add_argument("--train-src", help="explicit training source file (instead of --data)")
+    data.add_argument("--train-tgt", help="explicit training target file (instead of --data)")
+    data.add_argument("--valid-src", help="explicit validation source file (instead of --data)")
+    data.add_argument("--valid-tgt", help="explicit validation target file (instead of --data)")
+    tok = parser.add_argument_group("tokenizer")
+    tok.add_argument(
+        "--vocab-size", type=int, default=8000, help="SentencePiece vocabulary size (per side if --separate-vocab)"
+    )
+    tok.add_argument(
+        "--separate-vocab", action="store_true", help="train one tokenizer per language instead of a joint one"
+    )
+    tok.add_argument(
+        "--tokenizer-type", default="bpe", choices=["bpe", "unigram", "char", "word"], help="SentencePiece model type"
+    )
+    tok.add_argument(
+        "--normalization",
+        default="nmt_nfkc",
+        choices=["nmt_nfkc", "identity"],
+        help="SentencePiece text normalisation; identity leaves out the ~240 KB NFKC table, for tiny checkpoints "
+        "of ASCII text (e.g. python -m model.training.toy_tasks data), where NFKC changes nothing",
+    )
+    arch = parser.add_argument_group("model")
+    arch.add_argument("--layers", type=int, default=4, help="encoder layers and decoder layers (each)")
+    arch.add_argument("--decoder-layers", type=int, help="decoder layers when different from --layers")
+    arch.add_argument("--d-model", type=int, default=128, help="model width")
+    arch.add_argument("--heads", type=int, default=4, help="attention heads per layer")
+    arch.add_argument("--d-ff", type=int, default=256, help="feed-forward inner width")
+    arch.add_argument("--dropout", type=float, default=0.3, help="dropout on sublayers, embeddings and attention")
+    arch.add_argument("--activation", default="relu", choices=["relu", "gelu"], help="feed-forward activation")
+    arch.add_argument("--norm-first", action="store_true", help="pre-norm instead of the paper's post-norm")
+    arch.add_argument("--final-norm", action="store_true", help="LayerNorm after each stack (as torch.nn.Transformer)")
+    arch.add_argument("--max-len", type=int, default=256, help="longest sequence (positions) the model accepts")
+    arch.add_argument("--no-tie", action="store_true", help="do not tie embeddings and output weights")
+    opt = parser.add_argument_group("optimisation")
+    opt.add_argument("--epochs", type=int, default=100, help="maximum number of epochs")
+    opt.add_argument(
+        "--max-tokens",
+        type=int,
+        default=4096,
+        help="padded tokens per batch (per side, summed over processes); may change on --resume",
+    )
+    opt.add_argument("--lr", type=float, default=2e-3, help="peak learning rate, reached after --warmup steps")
+    opt.add_argument("--warmup", type=int, default=1000, help="linear warmup steps before inverse-square-root decay")
+    opt.add_argument("--label-smoothing", type=float, default=0.1, help="label smoothing of the cross-entropy")
+    opt.add_argument("--clip-norm", type=float, default=1.0, help="gradient clipping max norm (0 disables)")
+    opt.add_argument("--weight-decay", type=float, default=0.0, help="AdamW weight decay")
+    opt.add_argument("--seed", type=int, default=1, help="random seed (data order, initialisation, dropout)")
+    opt.add_argument(
+        "--patience", type=int, default=10, help="stop after this many epochs without a better validation BLEU"
+    )
+    opt.add_argument(
+        "--keep-last", type=int, default=10, help="epoch checkpoints kept and averaged into the final model"
+    )
+    opt.add_argument(
+        "--max-minutes", type=float, help="stop cleanly (state saved, averaged model written) after this long"
+    )
+    opt.add_argument("--save-every", type=int, default=200, help="save resumable state every this many steps")
+    opt.add_argument(
+        "--valid-bleu-limit", type=int, default=0, help="sentences used for the per-epoch greedy BLEU (0: all)"
+    )
+    run = parser.add_argument_group("run")
+    run.add_argument("--out", required=True, help="run folder: state, metrics.jsonl, epochs/, snapshots/, final/")
+    run.add_argument("--resume", action="store_true", help="continue the run in --out from its last saved state")
+    run.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
+    run.add_argument("--threads", type=int, help="CPU threads for PyTorch (default: PyTorch's choice)")
+    run.add_argument("--no-amp", action="store_true", help="disable bf16 mixed precision on CUDA")
+    run.add_argument(
+        "--snapshot-steps", default="0,200", help="steps at which to save shippable fp16 snapshots (0 = untrained)"
+    )
+    run.add_argument("--quiet", action="store_true", help="no progress bar")
+    return parser
+
+
+def run_arguments(args: argparse.Namespace, out: Path, write: bool) -> argparse.Namespace:
+    """The arguments the run in ``out`` uses: ``args`` for a new run, the saved ones on --resume.
+
+    A new run refuses a folder that already holds one; --resume needs one. ``write`` (rank 0)
+    saves the arguments in force to args.json, so later resumes continue with them.
+    """
+    state_path = out / STATE_FILE
+    if args.resume and not state_path.exists():
+        raise SystemExit(f"--resume: {state_path} does not exist")
+    if not args.resume and state_path.exists():
+        raise SystemExit(f"{out} already holds a run; pass --resume to continue it or choose another --out")
+    if not args.resume:
+        if write:
+            (out / "args.json").write_text(json.dumps(vars(args), indent=2))
+        return args
+    saved = json.loads((out / "args.json").read_text())
+    saved.setdefault("command", args.command)
+    for key in RUN_CONTROL:
+        saved[key] = getattr(args, key)
+    if getattr(args, "max_tokens_given", False):  # a new batch size takes effect from the next epoch's batches
+        saved["max_tokens"] = args.max_tokens
+    saved["resume"] = True
+    if write:  # later resumes continue with the settings in force now
+        (out / "args.json").write_text(json.dumps(saved, indent=2))
+    return argparse.Namespace(**saved)

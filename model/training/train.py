@@ -1,0 +1,401 @@
+"""Train a translation Transformer: ``python -m model.train --help`` (model/train.py runs this ``main``).
+
+Reads a parallel corpus, trains SentencePiece, trains the model with token-bucketed
+batches, Adam (0.9, 0.98), inverse-square-root warmup, label smoothing and gradient
+clipping; validates (loss and greedy BLEU) every epoch, keeps the last N epoch weights and
+writes their average as the final checkpoint. ``--resume`` continues exactly where the last
+saved state left off. Runs unchanged under ``torchrun`` (DistributedDataParallel).
+
+``train`` reads as a run goes: ``set_up`` (folder, data, tokenizer, model, saved state), then
+per epoch ``train_epoch`` and ``end_epoch`` (validation, epoch weights, saved state), then
+``finish`` (the averaged final checkpoint).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import random
+import shlex
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from safetensors.torch import save_file
+from tqdm import tqdm
+
+from model.checkpoint import save_checkpoint
+from model.config import TransformerConfig
+from model.tokenizer import Tokenizer, train_sentencepiece
+from model.training.data import Example, collate, encode_examples, read_parallel, split_file, token_batches
+from model.training.distributed import Run
+from model.training.optimization import average_weights, inverse_sqrt, train_step, weights_of
+from model.training.options import build_parser, run_arguments
+from model.training.state import STATE_FILE, load_state, save_state
+from model.training.validation import greedy_bleu, validation_loss
+from model.transformer import Transformer
+from model.translator import Translator
+
+
+def load_corpus(args: argparse.Namespace) -> tuple[list[tuple[str, str]], list[tuple[str, str]], dict]:
+    """Training and validation pairs from --data or the explicit files, and the paths they came from."""
+    if args.data:
+        paths = {
+            "train_src": split_file(args.data, args.train_split, args.src_lang),
+            "train_tgt": split_file(args.data, args.train_split, args.tgt_lang),
+            "valid_src": split_file(args.data, args.valid_split, args.src_lang),
+            "valid_tgt": split_file(args.data, args.valid_split, args.tgt_lang),
+        }
+    else:
+        paths = {k: getattr(args, k) for k in ("train_src", "train_tgt", "valid_src", "valid_tgt")}
+        missing = [k for k, v in paths.items() if not v]
+        if missing:
+            raise SystemExit(
+                f"give --data or all of --train-src --train-tgt --valid-src --valid-tgt (missing {missing})"
+            )
+    train = read_parallel(paths["train_src"], paths["train_tgt"])
+    valid = read_parallel(paths["valid_src"], paths["valid_tgt"])
+    return train, valid, {k: str(v) for k, v in paths.items()}
+
+
+def get_tokenizer(args: argparse.Namespace, out: Path, train: list[tuple[str, str]], run: Run) -> Tokenizer:
+    """Train once (rank 0) and save into the run folder; later calls and other ranks load it."""
+    if run.main and not ((out / "tokenizer.model").exists() or (out / "source.model").exists()):
+        sources, targets = [s for s, _ in train], [t for _, t in train]
+
+        def trained(sentences: list[str]) -> bytes:
+            return train_sentencepiece(
+                sentences, args.vocab_size, args.tokenizer_type, normalization=args.normalization
+            )
+
+        if args.separate_vocab:
+            tokenizer = Tokenizer.from_model_bytes(trained(sources), trained(targets))
+        else:
+            tokenizer = Tokenizer.from_model_bytes(trained(sources + targets))
+        tokenizer.save(out)
+    run.barrier()
+    return Tokenizer.load(out)
+
+
+def make_config(args: argparse.Namespace, tokenizer: Tokenizer) -> TransformerConfig:
+    """The model's hyper-parameters from the model options, with the tokenizer's vocabulary sizes and ids."""
+    tie = not args.no_tie
+    return TransformerConfig(
+        src_vocab_size=tokenizer.vocab_size("source"),
+        tgt_vocab_size=tokenizer.vocab_size("target"),
+        d_model=args.d_model,
+        n_heads=args.heads,
+        n_encoder_layers=args.layers,
+        n_decoder_layers=args.decoder_layers or args.layers,
+        d_ff=args.d_ff,
+        dropout=args.dropout,
+        activation=args.activation,
+        norm_first=args.norm_first,
+        final_norm=args.final_norm,
+        max_len=args.max_len,
+        share_embeddings=tie and tokenizer.joint,
+        tie_output=tie,
+        output_bias=not tie,
+        **tokenizer.special_ids(),
+    )
+
+
+def log_metrics(path: Path, record: dict[str, Any]) -> None:
+    """Append one JSON line to the run's metrics file."""
+    with path.open("a", encoding="utf-8") as handle:
+        handle.write(json.dumps(record) + "\n")
+
+
+@dataclass
+class Training:
+    """One training run between its steps. ``step``, ``start_epoch``, ``skip_batches`` and ``extra`` are
+    what the saved state restores; ``extra`` also carries the best epoch so far and why the run stopped."""
+
+    args: argparse.Namespace
+    run: Run
+    out: Path
+    tokenizer: Tokenizer
+    config: TransformerConfig
+    train_examples: list[Example]
+    valid_examples: list[Example]
+    bleu_pairs: list[tuple[str, str]]  # validation pairs scored by greedy BLEU every epoch
+    model: Transformer
+    trained: torch.nn.Module  # the model, or its DistributedDataParallel wrapper under torchrun
+    optimizer: torch.optim.Optimizer
+    translator: Translator
+    card_base: dict[str, Any]  # languages and data files, on every checkpoint card the run writes
+    use_amp: bool
+    snapshot_steps: list[int]
+    step: int = 0
+    start_epoch: int = 1
+    skip_batches: int = 0  # batches of start_epoch done before a resume
+    extra: dict[str, Any] = field(
+        default_factory=lambda: {"best_bleu": -1.0, "best_epoch": 0, "elapsed": 0.0, "stopped": ""}
+    )
+    session_start: float = 0.0  # time.time() minus the time earlier sessions of the run took
+    clock_start: float = 0.0  # when this session started: --max-minutes counts from here
+
+    def save(self, epoch: int, batch_in_epoch: int) -> None:
+        """Save resumable state (rank 0), with the run's time so far."""
+        self.extra["elapsed"] = time.time() - self.session_start
+        save_state(self.out / STATE_FILE, self.model, self.optimizer, self.step, epoch, batch_in_epoch, self.extra)
+
+    def snapshot(self, name: str) -> None:
+        """A shippable fp16 checkpoint of the model now, under snapshots/name (rank 0, once per name)."""
+        folder = self.out / "snapshots" / name
+        if self.run.main and not folder.exists():
+            self.model.eval()
+            card = {**self.card_base, "snapshot": name, "step": self.step}
+            save_checkpoint(folder, self.model, self.tokenizer, card, half=True)
+            self.model.train()
+
+
+@dataclass
+class EpochTotals:
+    """What one epoch adds up over all ranks, for its metrics record."""
+
+    start: float  # time.time() when the epoch (or its resumed part) started
+    loss: float = 0.0  # summed label-smoothed loss
+    tokens: int = 0  # target tokens the loss is over
+    seen_tokens: int = 0  # source and target tokens of the sentences trained on in this session
+
+
+def set_up(args: argparse.Namespace, run: Run) -> Training:
+    """The run folder and arguments, data, tokenizer, model and optimiser; on --resume the saved state."""
+    out = Path(args.out)
+    if run.main:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "epochs").mkdir(exist_ok=True)
+    run.barrier()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    args = run_arguments(args, out, write=run.main)
+
+    random.seed(args.seed)
+    torch.manual_seed(args.seed)
+    train_pairs, valid_pairs, paths = load_corpus(args)
+    tokenizer = get_tokenizer(args, out, train_pairs, run)
+    config = make_config(args, tokenizer)
+    train_examples = encode_examples(train_pairs, tokenizer, config)
+    valid_examples = encode_examples(valid_pairs, tokenizer, config)
+    bleu_pairs = valid_pairs[: args.valid_bleu_limit] if args.valid_bleu_limit else valid_pairs
+
+    model = Transformer(config).to(run.device)
+    optimizer = torch.optim.AdamW(
+        model.parameters(), lr=args.lr, betas=(0.9, 0.98), eps=1e-9, weight_decay=args.weight_decay
+    )
+    restored: dict[str, Any] = {}
+    if args.resume:
+        step, start_epoch, skip_batches, extra = load_state(out / STATE_FILE, model, optimizer)
+        restored = {"step": step, "start_epoch": start_epoch, "skip_batches": skip_batches, "extra": extra}
+        if run.main:
+            print(f"resuming at epoch {start_epoch}, batch {skip_batches}, step {step}", file=sys.stderr)
+    trained = model
+    if run.world > 1:
+        trained = torch.nn.parallel.DistributedDataParallel(
+            model, device_ids=[run.device.index] if run.device.type == "cuda" else None
+        )
+    training = Training(
+        args=args,
+        run=run,
+        out=out,
+        tokenizer=tokenizer,
+        config=config,
+        train_examples=train_examples,
+        valid_examples=valid_examples,
+        bleu_pairs=bleu_pairs,
+        model=model,
+        trained=trained,
+        optimizer=optimizer,
+        translator=Translator(model, tokenizer, run.device),
+        card_base={"source_language": args.src_lang, "target_language": args.tgt_lang, "data": paths},
+        use_amp=run.device.type == "cuda" and not args.no_amp,
+        snapshot_steps=sorted({int(s) for s in args.snapshot_steps.split(",") if s.strip()}),
+        **restored,
+    )
+    training.session_start = time.time() - training.extra["elapsed"]
+    training.clock_start = time.time()
+    return training
+
+
+def train_batch(training: Training, batch: list[int]) -> tuple[float, int, int]:
+    """One optimisation step on this rank's share of ``batch``.
+
+    Returns, summed over all ranks: the label-smoothed loss, the target tokens it is over, and
+    the source and target tokens trained on.
+    """
+    args, run, config = training.args, training.run, training.config
+    local = [training.train_examples[i] for i in batch[run.rank :: run.world]]
+    # A batch smaller than the world leaves some ranks without sentences; they still run a
+    # forward/backward (DDP all-reduces every step) on a stand-in whose loss counts zero.
+    weight = 1.0 if local else 0.0
+    local = local or [training.train_examples[batch[0]]]
+    src, tgt = collate(local, config.pad_id)
+    src, tgt = src.to(run.device), tgt.to(run.device)
+    target = tgt[:, 1:]
+    local_tokens = int((target != config.pad_id).sum()) if weight else 0
+    global_tokens = run.all_sum(local_tokens)
+    for group in training.optimizer.param_groups:
+        group["lr"] = args.lr * inverse_sqrt(training.step + 1, args.warmup)
+    loss_sum = train_step(
+        training.trained,
+        training.model.parameters(),
+        training.optimizer,
+        src,
+        tgt,
+        config.pad_id,
+        label_smoothing=args.label_smoothing,
+        clip_norm=args.clip_norm,
+        use_amp=training.use_amp,
+        # DDP averages gradients over ranks; dividing by global tokens / world makes that the global token mean
+        loss_divisor=global_tokens / run.world,
+        weight=weight,
+    )
+    training.step += 1
+    loss = run.all_sum(float(loss_sum))
+    seen = run.all_sum(int(weight * sum(len(e.src) + len(e.tgt) for e in local)))
+    return loss, global_tokens, seen
+
+
+def train_epoch(training: Training, epoch: int) -> EpochTotals | None:
+    """Every batch of ``epoch`` (after the ones done before a resume), saving state every --save-every steps.
+
+    Returns the epoch's totals, or None when --max-minutes stopped it (its state is saved).
+    """
+    args, run = training.args, training.run
+    training.model.train()
+    batches = token_batches(training.train_examples, args.max_tokens, seed=args.seed * 1000 + epoch)
+    skip = training.skip_batches
+    quiet = args.quiet or not run.main
+    progress = tqdm(batches, desc=f"epoch {epoch}", disable=quiet, initial=skip, total=len(batches))
+    totals = EpochTotals(start=time.time())
+    if skip:  # resuming inside this epoch: its loss totals continue from the saved state
+        totals.loss, totals.tokens = training.extra.get("epoch_loss", 0.0), training.extra.get("epoch_tokens", 0)
+    for index, batch in enumerate(batches):
+        if index < skip:
+            continue
+        loss, tokens, seen = train_batch(training, batch)
+        totals.loss += loss
+        totals.tokens += tokens
+        totals.seen_tokens += seen
+        progress.update(1)
+        progress.set_postfix(
+            loss=f"{totals.loss / max(totals.tokens, 1):.3f}", lr=f"{training.optimizer.param_groups[0]['lr']:.2e}"
+        )
+        if training.step in training.snapshot_steps:
+            training.snapshot("untrained" if training.step == 0 else "early")
+        training.extra.update(epoch_loss=totals.loss, epoch_tokens=totals.tokens)
+        if run.main and training.step % args.save_every == 0:
+            training.save(epoch, index + 1)
+        # all ranks stop at the same step: when the clock of any one of them has run out
+        if args.max_minutes and run.all_sum(float(time.time() - training.clock_start > args.max_minutes * 60)):
+            break
+    progress.close()
+    if index + 1 < len(batches):
+        training.extra["stopped"] = f"--max-minutes reached in epoch {epoch}"
+        if run.main:
+            training.save(epoch, index + 1)
+        return None
+    training.skip_batches = 0
+    return totals
+
+
+def end_epoch(training: Training, epoch: int, totals: EpochTotals) -> bool:
+    """Validate, log the epoch's metrics, keep its weights and save state (rank 0); True to stop early
+    (no better validation BLEU for --patience epochs)."""
+    args, run, extra = training.args, training.run, training.extra
+    model = training.model
+    model.eval()
+    record = {"epoch": epoch, "step": training.step, "train_loss": totals.loss / max(totals.tokens, 1)}
+    if run.main:
+        record["valid_loss"] = validation_loss(model, training.valid_examples, training.config, run.device)
+        record["valid_bleu_greedy"] = greedy_bleu(training.translator, training.bleu_pairs)
+        record["tokens_per_s"] = totals.seen_tokens / (time.time() - totals.start)
+        record["elapsed_s"] = time.time() - training.session_start
+        record["lr"] = training.optimizer.param_groups[0]["lr"]
+        log_metrics(training.out / "metrics.jsonl", record)
+        print(json.dumps(record), file=sys.stderr)
+        epochs = training.out / "epochs"
+        save_file(weights_of(model), str(epochs / f"epoch_{epoch:03d}.safetensors"))
+        for old in sorted(epochs.glob("epoch_*.safetensors"))[: -args.keep_last]:
+            old.unlink()
+        if record["valid_bleu_greedy"] > extra["best_bleu"]:
+            extra["best_bleu"], extra["best_epoch"] = record["valid_bleu_greedy"], epoch
+        training.save(epoch + 1, 0)
+    best_epoch = run.all_sum(extra["best_epoch"] if run.main else 0)
+    if epoch - best_epoch >= args.patience:
+        extra["stopped"] = f"early stop: no better validation BLEU since epoch {int(best_epoch)}"
+        return True
+    return False
+
+
+def write_final(training: Training, elapsed: float) -> None:
+    """Average the kept epoch weights into final/ (fp16), with the validation scores on its card."""
+    model, bleu_pairs, out, device = training.model, training.bleu_pairs, training.out, training.run.device
+    model.eval()
+    translator = Translator(model, training.tokenizer, device)  # a fresh one: no CPU copy of earlier weights
+    epochs = sorted((out / "epochs").glob("epoch_*.safetensors"))
+    if len(epochs) > 1:  # keep the average only when it validates at least as well as the last weights
+        last_bleu = greedy_bleu(translator, bleu_pairs)
+        last_weights = weights_of(model)
+        model.load_state_dict(average_weights(epochs), strict=False)
+        if greedy_bleu(translator, bleu_pairs) < last_bleu:
+            model.load_state_dict(last_weights, strict=False)
+            epochs = epochs[-1:]
+    card = {
+        **training.card_base,
+        "averaged_epochs": [p.stem for p in epochs],
+        "valid_loss": validation_loss(model, training.valid_examples, training.config, device),
+        "valid_bleu_greedy": greedy_bleu(translator, bleu_pairs),
+        "best_single_epoch": {"epoch": training.extra["best_epoch"], "valid_bleu_greedy": training.extra["best_bleu"]},
+        "stopped": training.extra.get("stopped", ""),
+        "train_command": training.args.command,
+        "hardware": f"{platform.processor() or platform.machine()}, {torch.get_num_threads()} threads"
+        + (f", {torch.cuda.get_device_name(device)}" if device.type == "cuda" else ""),
+        "wall_time_s": round(elapsed, 1),
+        "config": asdict(training.config),
+    }
+    save_checkpoint(out / "final", model, training.tokenizer, card, half=True)
+    snapshot_dir = out / "snapshots" / "final"
+    save_checkpoint(snapshot_dir, model, training.tokenizer, {**card, "snapshot": "final"}, half=True)
+    print(f"final checkpoint: {out / 'final'} (valid greedy BLEU {card['valid_bleu_greedy']:.2f})", file=sys.stderr)
+
+
+def finish(training: Training) -> None:
+    """Write the final checkpoint (rank 0) and close the process group."""
+    if training.run.main:
+        write_final(training, time.time() - training.session_start)
+    training.run.barrier()
+    if training.run.world > 1:
+        dist.destroy_process_group()
+
+
+def train(args: argparse.Namespace) -> Path:
+    """Run or resume the training run in ``args.out``; returns its final checkpoint folder."""
+    training = set_up(args, Run(args.device))
+    if training.step == 0:
+        training.snapshot("untrained")
+    for epoch in range(training.start_epoch, training.args.epochs + 1):
+        totals = train_epoch(training, epoch)
+        if totals is None or end_epoch(training, epoch, totals):
+            break
+    finish(training)
+    return training.out / "final"
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m model.train``: parse the options and train."""
+    argv = sys.argv[1:] if argv is None else argv
+    args = build_parser().parse_args(argv)
+    args.max_tokens_given = any(a == "--max-tokens" or a.startswith("--max-tokens=") for a in argv)
+    args.command = "python -m model.train " + " ".join(shlex.quote(a) for a in argv)  # the run's first command
+    train(args)
+
+
+if __name__ == "__main__":
+    main()
