@@ -14,7 +14,6 @@ from hypothesis import strategies as st
 import viz
 from model import load_checkpoint
 from model.tokenizer import word_index
-from viz.text import bleu_scores, describe_card, escape_markdown, example_sentences
 from viz.tokens import STRUCTURAL_PIECES, display_labels, display_piece, display_word, group_pieces
 
 SENTENCE = "a man rides a blue bike in the park."
@@ -347,7 +346,8 @@ def test_figures_carry_plotly_white_with_the_defaults_of_their_own_trace_types(t
 
 
 def unvalidated_figures(trace) -> list:
-    """Every kind of figure viz.style.white_figure builds without plotly's validation, options on and off."""
+    """Every kind of figure viz.style.white_figure builds without plotly's validation, options on and off, and
+    one whose template viz.style.base_layout sets without validating it again."""
     axes = viz.attention_axes(trace, "encoder")
     step = viz.decoding_step(trace, 1, 0)
     figures = [
@@ -357,13 +357,32 @@ def unvalidated_figures(trace) -> list:
     for options in ({}, {"annotate": True, "merge_words": True}, {"show_special": False}):
         figures.append(viz.step_attention(step.cross_rows, trace.source_pieces, **options, title="cross"))
         figures.append(viz.attention_heatmap(axes.stack[1, 2], axes.query_pieces, axes.key_pieces, **options))
+    figures.append(viz.attention_grid(axes.stack, axes.query_pieces, axes.key_pieces))
     return figures
+
+
+def objects_read_as_stored(node) -> bool:
+    """Whether a plotly object's graph objects (each nested object and tuple of them, read in turn) show what it
+    stores: plotly_update and plotly_relayout store values without updating the objects plotly already made."""
+
+    def read(value):
+        if isinstance(value, tuple):
+            return [read(item) for item in value]
+        if hasattr(value, "to_plotly_json"):
+            return {key: read(value[key]) for key in value.to_plotly_json()}
+        return value
+
+    def as_json(value) -> str:
+        return json.dumps(value, cls=plotly.utils.PlotlyJSONEncoder, sort_keys=True)
+
+    return as_json(read(node)) == as_json(node.to_plotly_json())
 
 
 def test_figures_built_without_validation_are_valid_plotly_and_send_the_same_json(trace):
     for figure in unvalidated_figures(trace):
         validated = plotly.graph_objects.Figure(figure.to_dict())  # raises on any property plotly does not know
         assert json.loads(plotly.io.to_json(validated)) == json.loads(plotly.io.to_json(figure))
+        assert all(objects_read_as_stored(node) for node in (figure.layout, *figure.data))
         assert figure.layout.template.layout.paper_bgcolor == "white"
 
 
@@ -372,25 +391,12 @@ def test_figures_do_not_share_their_template(trace):
     first.layout.template.layout.paper_bgcolor = "black"
     assert second.layout.template.layout.paper_bgcolor == "white"
     assert unvalidated_figures(trace)[0].layout.template.layout.paper_bgcolor == "white"
+    grid = unvalidated_figures(trace)[-1]  # its template from base_layout, the same cached one as the heatmaps'
+    grid.layout.template.layout.paper_bgcolor = "black"
+    assert all(figure.layout.template.layout.paper_bgcolor == "white" for figure in unvalidated_figures(trace))
 
 
 def test_chart_config_exports_png_with_a_safe_name():
     config = viz.chart_config("tiny en/de: <cross>")
     assert config["toImageButtonOptions"] == {"format": "png", "filename": "tiny-en-de-cross", "scale": 2}
     json.dumps(config)
-
-
-def test_card_summary_and_examples():
-    card = {"source_language": "de", "target_language": "en", "parameters": 2349056,
-            "test_2016_flickr": {"bleu": 35.04, "bleu_lowercase": 36.0}, "valid_bleu_greedy": 33.2}  # fmt: skip
-    assert bleu_scores(card) == {"test_2016_flickr": 35.04}  # the greedy validation score only when nothing else
-    assert bleu_scores({"valid_bleu_greedy": 33.2}) == {"valid (greedy)": 33.2}
-    assert bleu_scores({"scores": {"val": {"bleu": 31.8}, "test_2016_flickr": {"bleu": 32.9}}}) == {
-        "val": 31.8,
-        "test_2016_flickr": 32.9,
-    }
-    summary = describe_card(card)
-    assert "German → English" in summary and "2,349,056 parameters" in summary and "35.0" in summary
-    assert "no BLEU" in describe_card({})
-    assert example_sentences("de")[0].startswith("Ein") and example_sentences(None)[0].startswith("A man")
-    assert escape_markdown("*a* <b>") == "\\*a\\* \\<b\\>"

@@ -29,9 +29,14 @@ HEATMAP_HOVER = "query %{y} (%{y:d})<br>key %{x} (%{x:d})<br>weight %{z:.4f}<ext
 OPACITY_LEVELS = 10  # the head view draws lines in this many opacity steps (one plotly trace each)
 
 
-def _weights_heatmap(weights: np.ndarray, annotate: bool, hover: str, **kwargs) -> dict[str, Any]:
-    """A heatmap trace (plotly's dict form) with cells at x = 0..keys-1, y = 0..queries-1 (plotly's default
-    x0 = y0 = 0, dx = dy = 1): the tick values."""
+def weights_heatmap(weights: np.ndarray, annotate: bool, hover: str, **kwargs: Any) -> dict[str, Any]:
+    """A heatmap trace of (queries, keys) ``weights`` in plotly's dict form, for token_axes.
+
+    Cells sit at x = 0..keys-1 and y = 0..queries-1 (plotly's default x0 = y0 = 0, dx = dy = 1),
+    token_axes's tick values, so ``hover`` can name the tokens with %{x} and %{y} (see the
+    module docstring). ``annotate`` writes each weight in its cell; ``kwargs`` are more
+    heatmap properties (colour scale or axis, customdata).
+    """
     return {
         "type": "heatmap",
         "z": weights,
@@ -39,23 +44,6 @@ def _weights_heatmap(weights: np.ndarray, annotate: bool, hover: str, **kwargs) 
         **({"texttemplate": "%{z:.2f}", "textfont": {"size": 9}} if annotate else {}),
         **kwargs,
     }
-
-
-def _hover_labels(attention: TokenAttention) -> np.ndarray:
-    """(queries, keys, 2) array of [query label, key label] for each cell's hover."""
-    queries, keys = len(attention.query_labels), len(attention.key_labels)
-    labels = np.empty((queries, keys, 2), dtype=object)
-    labels[:, :, 0] = np.asarray(attention.query_labels, dtype=object)[:, None]
-    labels[:, :, 1] = np.asarray(attention.key_labels, dtype=object)[None, :]
-    return labels
-
-
-def _heatmap(weights: np.ndarray, attention: TokenAttention, annotate: bool, hover: str, **kwargs) -> dict[str, Any]:
-    """_weights_heatmap that also sends each cell's [query label, key label] as customdata.
-
-    For hovers written with %{customdata} (viz.pairs); this module's figures need none.
-    """
-    return _weights_heatmap(weights, annotate, hover, customdata=_hover_labels(attention), **kwargs)
 
 
 def _axis_settings(attention: TokenAttention) -> tuple[dict, dict]:
@@ -77,8 +65,12 @@ def _axis_settings(attention: TokenAttention) -> tuple[dict, dict]:
     return x_axis, y_axis
 
 
-def _token_axes(figure: go.Figure, attention: TokenAttention, **options: object) -> None:
-    """Token axes on the subplots ``options`` select (row, col; all by default), plus any other axis ``options``."""
+def token_axes(figure: go.Figure, attention: TokenAttention, **options: object) -> None:
+    """Label ``figure``'s axes with ``attention``'s tokens: keys across, queries down (first on top).
+
+    One tick per token at its position, as weights_heatmap places the cells. ``options`` select
+    the subplots (row, col; all by default) and may add other axis properties.
+    """
     x_axis, y_axis = _axis_settings(attention)
     figure.update_xaxes(x_axis, **options)
     figure.update_yaxes(y_axis, **options)
@@ -100,7 +92,7 @@ def attention_heatmap(
     weights show; the hover gives the exact weight.
     """
     attention = select_tokens(weights, query_pieces, key_pieces, merge_words=merge_words, show_special=show_special)
-    heatmap = _weights_heatmap(
+    heatmap = weights_heatmap(
         attention.weights,
         annotate,
         HEATMAP_HOVER,
@@ -147,7 +139,7 @@ def attention_grid(
     )
     cells = [(layer, head) for layer in range(n_layers) for head in range(n_heads)]
     panels = [
-        _weights_heatmap(
+        weights_heatmap(
             attention.weights[layer, head],
             False,
             f"layer {layer}, head {head}<br>{HEATMAP_HOVER}",
@@ -156,7 +148,7 @@ def attention_grid(
         for layer, head in cells
     ]
     figure.add_traces(panels, rows=[layer + 1 for layer, _ in cells], cols=[head + 1 for _, head in cells])
-    _token_axes(figure, attention, tickfont={"size": 9})
+    token_axes(figure, attention, tickfont={"size": 9})
     figure.update_layout(coloraxis={"colorscale": ATTENTION_COLORSCALE, "cmin": 0.0, "cmax": 1.0})
     panel_height = max(140, 12 * len(attention.query_labels))
     return base_layout(figure, html.escape(title), height=120 + panel_height * n_layers)
@@ -353,8 +345,8 @@ def side_by_side(
     ]
     for column, ((name, _), attention) in enumerate(zip(panels, selections, strict=True), start=1):
         hover = f"{html.escape(name)}<br>" + HEATMAP_HOVER
-        figure.add_trace(_weights_heatmap(attention.weights, annotate, hover, coloraxis="coloraxis"), row=1, col=column)
+        figure.add_trace(weights_heatmap(attention.weights, annotate, hover, coloraxis="coloraxis"), row=1, col=column)
     tokens = selections[0]  # every panel has the same tokens
-    _token_axes(figure, tokens)
+    token_axes(figure, tokens)
     figure.update_layout(coloraxis={"colorscale": ATTENTION_COLORSCALE, "cmin": 0.0, "cmax": 1.0})
     return base_layout(figure, html.escape(title), height=200 + ROW_HEIGHT * len(tokens.query_labels))

@@ -1,6 +1,6 @@
 """Minimal pairs drawn: one head on two sentences side by side, and their difference on aligned tokens.
 
-Both take model.pairs.AttentionPair (attention_pair(first_trace, second_trace, module, head)).
+Both take model.analysis.pairs.AttentionPair (attention_pair(first_trace, second_trace, module, head)).
 ``merge_words`` and ``show_special`` work as in viz.attention (viz.tokens.select_tokens).
 """
 
@@ -12,11 +12,11 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from model.head_stats import module_kind
-from model.pairs import AttentionPair
-from viz.attention import HEATMAP_HOVER, _heatmap, _token_axes
+from model.analysis.pairs import AttentionPair
+from model.heads import KIND_LABELS, parse_module_name
+from viz.attention import HEATMAP_HOVER, token_axes, weights_heatmap
 from viz.style import ATTENTION_COLORSCALE, ROW_HEIGHT, base_layout
-from viz.tokens import select_tokens
+from viz.tokens import TokenAttention, select_tokens
 
 DIFFERENCE_COLORSCALE = "RdBu"  # diverging: red where the first sentence attends less, blue where more
 DIFFERENCE_HOVER = (
@@ -25,8 +25,20 @@ DIFFERENCE_HOVER = (
 
 
 def _default_title(pair: AttentionPair) -> str:
-    layer = pair.module.split(".")[2]  # "decoder.layers.1.cross_attn" -> "1"
-    return f"{module_kind(pair.module)} attention, layer {layer}, head {pair.head}"
+    kind, layer = parse_module_name(pair.module)
+    return f"{KIND_LABELS[kind]} attention, layer {layer}, head {pair.head}"
+
+
+def _labelled_heatmap(
+    weights: np.ndarray, attention: TokenAttention, hover: str, **kwargs: object
+) -> dict[str, object]:
+    """viz.attention.weights_heatmap that also sends each cell's [query label, key label] as customdata,
+    for hovers written with %{customdata}."""
+    queries, keys = len(attention.query_labels), len(attention.key_labels)
+    labels = np.empty((queries, keys, 2), dtype=object)
+    labels[:, :, 0] = np.asarray(attention.query_labels, dtype=object)[:, None]
+    labels[:, :, 1] = np.asarray(attention.key_labels, dtype=object)[None, :]
+    return weights_heatmap(weights, False, hover, customdata=labels, **kwargs)
 
 
 def pair_heatmaps(
@@ -51,9 +63,9 @@ def pair_heatmaps(
     )
     for column, attention in enumerate(panels, start=1):
         figure.add_trace(
-            _heatmap(attention.weights, attention, False, HEATMAP_HOVER, coloraxis="coloraxis"), row=1, col=column
+            _labelled_heatmap(attention.weights, attention, HEATMAP_HOVER, coloraxis="coloraxis"), row=1, col=column
         )
-        _token_axes(figure, attention, row=1, col=column)
+        token_axes(figure, attention, row=1, col=column)
     figure.update_layout(
         coloraxis={"colorscale": ATTENTION_COLORSCALE, "cmin": 0.0, "cmax": 1.0, "colorbar": {"title": "weight"}}
     )
@@ -73,10 +85,9 @@ def pair_difference_heatmap(
         pair.difference, pair.queries.pieces, pair.keys.pieces, merge_words=merge_words, show_special=show_special
     )
     largest = float(np.abs(attention.weights).max()) if attention.weights.size else 0.0
-    heatmap = _heatmap(
+    heatmap = _labelled_heatmap(
         attention.weights,
         attention,
-        False,
         DIFFERENCE_HOVER,
         colorscale=DIFFERENCE_COLORSCALE,
         zmid=0.0,
@@ -85,7 +96,7 @@ def pair_difference_heatmap(
         colorbar={"title": {"text": "first − second"}},
     )
     figure = go.Figure(heatmap)
-    _token_axes(figure, attention)
+    token_axes(figure, attention)
     figure.update_xaxes(title_text="key (aligned)")
     figure.update_yaxes(title_text="query (aligned)")
     if not title:

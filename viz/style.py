@@ -67,18 +67,19 @@ def apply_white_template(figure: go.Figure) -> go.Figure:
     """Give ``figure`` white_template for its trace types without validating the template again.
 
     white_template's result was validated once, when it was built. Assigning it the usual way
-    validates all of it again for every figure: 2.6 of the 3.1 ms a small heatmap took to build.
-    plotly assigns its own default template the same way (BaseFigure._initialize_layout_template:
-    the layout's ``_validate`` off while the already-validated template is set).
+    (``figure.layout.template = ...``) validates all of it again for every figure: 2.6 of the
+    3.1 ms a small heatmap took to build. plotly_relayout, plotly's public counterpart of
+    Plotly.relayout, checks that the property exists and stores the value as given, so the
+    template goes in as its JSON, the form an assignment would have stored.
+
+    Call it before anything reads ``figure.layout.template``, on a figure built with no template
+    or with one without trace defaults (as white_figure's): plotly keeps the graph objects it
+    makes for a template's trace defaults (``template.data.bar``), and they would go on showing
+    the replaced template's. A template given at construction is validated, which makes them;
+    plotly's default one, set when none is given, is set unvalidated and makes none.
     """
     template = white_template(frozenset(trace.type for trace in figure.data))
-    layout = figure.layout
-    validating = layout._validate
-    layout._validate = False
-    try:
-        layout.template = template  # stored as a copy of its JSON, so figures never share one
-    finally:
-        layout._validate = validating
+    figure.plotly_relayout({"template": template.to_plotly_json()})  # a deep copy: figures never share one
     return figure
 
 
@@ -97,17 +98,33 @@ def shared_layout(title: str, height: int) -> dict[str, Any]:
     }
 
 
+# Given to a figure at construction in place of the white template that apply_white_template sets: without a
+# template plotly copies its whole default one in (about a fifth of building a white_figure), only to be replaced.
+# It has no trace defaults, so validating it makes no graph objects apply_white_template would leave stale.
+_STAND_IN_TEMPLATE = {"layout": {"paper_bgcolor": "white"}}
+
+
 def white_figure(trace: dict[str, Any], layout: dict[str, Any]) -> go.Figure:
     """A one-trace figure from plotly's dict form, with the white look of its trace type (apply_white_template),
     built without plotly's property validation.
 
     For the figures every page run draws: validating their properties was most of the time
     left in building them once the template was no longer validated (8 of 12 ms for the
-    default view), and the figure serialises to the same JSON either way. What the
-    validation would catch (a misspelt or misplaced property) is caught by the tests instead:
-    tests/test_viz.py validates every figure these builders make against plotly's schema.
+    default view). The figure is built empty, of the trace's type, and filled by one
+    plotly_update (plotly's public counterpart of Plotly.update), which checks that each
+    top-level property exists and stores its value as given; the figure serialises to the same
+    JSON as a validated one. What the validation would catch beyond a misspelt top-level name (a
+    misspelt nested property, a wrong value) is caught by the tests instead: tests/test_viz.py
+    validates every figure these builders make against plotly's schema and compares the JSON.
+    Lists of objects (``annotations``, ``shapes``) do not belong in ``layout``: plotly_update
+    stores them but leaves ``figure.layout.annotations`` showing the old, empty list.
     """
-    return apply_white_template(go.Figure(trace, layout=layout, _validate=False))
+    properties = dict(trace)
+    kind = properties.pop("type")
+    figure = go.Figure({"type": kind}, layout={"template": _STAND_IN_TEMPLATE})
+    # a restyle value is a list of one value per trace, applied in turn: this figure has one trace
+    figure.plotly_update(restyle_data={name: [value] for name, value in properties.items()}, relayout_data=layout)
+    return apply_white_template(figure)
 
 
 def base_layout(figure: go.Figure, title: str, height: int) -> go.Figure:
