@@ -1,10 +1,10 @@
 """Benchmarks of what the page does: the default view's figures, AppTest reruns, a classroom of
 concurrent sessions, and a 256-piece input.
 
-app.py runs its page when imported, so the page's code path is mirrored here from its pure
-parts (Translator.trace and the viz builders it calls with the default widget values), and
-each figure is serialised the way st.plotly_chart does it. The AppTest benchmarks run app.py
-itself.
+The page's views draw only inside a Streamlit run, so the page's code path is mirrored here
+from its pure parts (Translator.trace and the viz builders it calls with the default widget
+values), and each figure is serialised the way st.plotly_chart does it. The AppTest
+benchmarks run app.py itself.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from benchmarks.context import Context
 from benchmarks.records import Check, Record
 from benchmarks.subject import REPO, sentence_with_pieces
 from benchmarks.timing import alternate, median, percentile, time_call
-from model.admission import FifoGate, shared_gate
+from explorer.admission import FifoGate, shared_gate
 from model.trace import Trace
 
 APP = REPO / "app.py"
@@ -142,7 +142,7 @@ def classroom_p95_ms(ctx: Context) -> list[Record]:
     """30 sessions at once (threads) on different sentences against the one shared model; p95 latency of an
     interaction, vs the p95 of the same kind of interaction made by one session alone.
 
-    Each interaction passes the page's first-come, first-served gate (model.admission.shared_gate), as
+    Each interaction passes the page's first-come, first-served gate (explorer.admission.shared_gate), as
     every page run does; each round also runs the same classroom without it (``params.without_gate``).
     """
     translator = ctx.subject.translator
@@ -192,7 +192,7 @@ def classroom_p95_ms(ctx: Context) -> list[Record]:
                 "baseline_samples": [t * 1000 for t in alone],
                 "statistic": "p95 (linear interpolation)",
                 "without_gate": {
-                    "what": "the same classroom with every interaction started at once (no model.admission gate)",
+                    "what": "the same classroom with every interaction started at once (no explorer.admission gate)",
                     "p95_ms": percentile(ungated, 95) * 1000,
                     "median_ms": median(ungated) * 1000,
                     "samples": [t * 1000 for t in ungated],

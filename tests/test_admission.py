@@ -1,4 +1,4 @@
-"""model.admission: the first-come, first-served gate every page run passes, and the page waiting its turn."""
+"""explorer.admission: the first-come, first-served gate every page run passes, and the page waiting its turn."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import time
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from model.admission import FifoGate, available_cores, shared_gate
+from explorer.admission import FifoGate, available_cores, shared_gate
 from tests.app_utils import APP, CHECKPOINTS_ENV
 
 

@@ -16,20 +16,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 import viz
-from model import load_checkpoint
-from model.checkpoint import read_card
-from model.head_stats import batch_head_statistics, trace_head_statistics
-from model.interventions import (
-    HeadRef,
-    compare_ablation,
-    compare_positional,
-    head_importance,
-    shuffle_source_words,
-)
-from model.pairs import attention_pair
-from tests.app_utils import APP, CHECKPOINTS_ENV, REPO, assert_ok, chart_specs, chart_titled, chart_titles, plotly_array
-from viz.head_stats import statistic_grid
-from viz.text import (
+from explorer.copy import (
     EXAMPLE_PAIRS,
     EXPLANATIONS,
     LANGUAGE_NAMES,
@@ -38,16 +25,22 @@ from viz.text import (
     example_sentences,
     file_cap_notice,
 )
+from explorer.views.experiments.stats import MAX_FILE_SENTENCES
+from model import load_checkpoint
+from model.analysis.ablation import compare_ablation
+from model.analysis.head_stats import batch_head_statistics, trace_head_statistics
+from model.analysis.importance import head_importance
+from model.analysis.pairs import attention_pair
+from model.analysis.positional import compare_positional, shuffle_source_words
+from model.checkpoint import read_card
+from model.heads import HeadRef
+from tests.app_utils import APP, CHECKPOINTS_ENV, REPO, assert_ok, chart_specs, chart_titled, chart_titles, plotly_array
+from viz.head_stats import statistic_grid
 
 SENTENCE = "a man rides a blue bike in the park."  # words the toy tokenizer knows
 SECOND = "a woman rides a red bike in the park."
 MAX_LEN = 6  # the sidebar's "Max output tokens" for every page here: short traces, fast runs
 TOY = "toy-reverse"
-
-
-def app_constant(name: str) -> int:
-    """An integer constant of app.py, read from its source (importing app.py would run the page)."""
-    return int(re.search(rf"^{name} = (\d+)", Path(APP).read_text(encoding="utf-8"), re.MULTILINE).group(1))
 
 
 # --- fixtures and helpers ---
@@ -207,7 +200,7 @@ def test_head_statistics_over_an_uploaded_file(new_app, translator):
     figure = chart_titled(app, "entropy (bits): cross attention, mean over 3 sentences")
     assert np.allclose(plotly_array(figure["data"][0]["z"]), statistic_grid(expected, "entropy", "cross"))
     assert set(app.dataframe[-1].value["sentences"]) == {3}
-    cap = app_constant("MAX_FILE_SENTENCES")
+    cap = MAX_FILE_SENTENCES
     many = [f"the dog {word} in the park." for word in ("runs", "sits", "walks", "plays") * (cap // 4 + 1)]
     app.file_uploader(key="stats_file").set_value(("many.txt", "\n".join(many).encode(), "text/plain")).run()
     assert_ok(app)

@@ -18,21 +18,21 @@ import pytest
 import torch
 from streamlit.testing.v1 import AppTest
 
-import model
+from explorer import compute
+from explorer.copy import escape_markdown
 from model import Transformer, load_checkpoint
 from model.checkpoint import save_checkpoint, scan_checkpoints
 from model.tokenizer import Tokenizer, train_sentencepiece
 from tests.app_utils import APP, CHECKPOINTS_ENV, assert_ok
 from tests.bad_inputs import BAD_INPUTS, MARKUP_INPUTS
-from tests.conftest import small_config, toy_sentences
-from viz.text import escape_markdown
+from tests.model_utils import small_config, toy_sentences
 
 MAX_OUTPUT = 4  # the sidebar's "Max output tokens": keeps each run short
 TRUNCATION_NOTICE = re.compile(r"The sentence has (\d+) pieces; only the first (\d+) fit the model and were used\.")
 ASK_FOR_SENTENCE = "Type a sentence in the box above"
 # Markup the figure builders add themselves; anything else that looks like a tag came from the text.
 OWN_MARKUP = re.compile(r"<i style='color:#888'>|</i>|<br>|</?b>|</?extra>")
-CODE_SPAN = re.compile(r"``.*?``")  # viz.text.pieces_markdown: pieces shown literally in code spans
+CODE_SPAN = re.compile(r"``.*?``")  # explorer.copy.pieces_markdown: pieces shown literally in code spans
 USER_TAGS = re.compile(r"(?<!\\)<(?:script|img|b>)", re.IGNORECASE)
 
 
@@ -183,13 +183,13 @@ def test_checkpoint_from_the_url_outside_the_folder_is_refused(monkeypatch, chec
     inside = checkpoint_layout / "inside"
     monkeypatch.setenv(CHECKPOINTS_ENV, str(inside))
     loaded: list[Path] = []
-    original = model.load_checkpoint
+    original = compute.load_checkpoint
 
     def recording_load(path, *args, **kwargs):
         loaded.append(Path(path).resolve())
         return original(path, *args, **kwargs)
 
-    monkeypatch.setattr(model, "load_checkpoint", recording_load)  # app.py imports it from model on each run
+    monkeypatch.setattr(compute, "load_checkpoint", recording_load)  # what the cached model loader calls
     app = AppTest.from_file(APP, default_timeout=60)
     app.query_params["checkpoint"] = asked
     app.run()

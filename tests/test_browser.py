@@ -165,7 +165,7 @@ def test_views_draw_without_console_errors_or_outside_requests(server, driver, v
 
 # --- a classroom: many pages at once on one server, then a server restart ---
 
-CLASSROOM = [  # one sentence per page, all from the toy tokenizer's words (tests.conftest.WORDS)
+CLASSROOM = [  # one sentence per page, all from the toy tokenizer's words (tests.model_utils.WORDS)
     f"{det} {color} {noun} {verb} {prep} the {place}."
     for det, color, noun, verb, prep, place in [
         ("a", "blue", "man", "rides", "on", "street"),

@@ -20,12 +20,15 @@ from streamlit.runtime.scriptrunner_utils.script_requests import RerunData
 from streamlit.testing.v1 import AppTest, local_script_runner
 
 import viz
+from explorer.copy import escape_markdown, no_snapshots
+from explorer.sidebar import PRESENTER_CSS
+from explorer.state import SETTINGS_BY_KEY, url_text
 from model import Transformer, load_checkpoint
+from model.analysis.head_stats import STATISTICS
 from model.checkpoint import find_snapshots, save_checkpoint
 from tests.app_utils import APP, CHECKPOINTS_ENV, REPO, assert_ok, chart_titled, chart_titles, plotly_array
-from tests.conftest import small_config
+from tests.model_utils import small_config
 from viz.quiz import step_truth
-from viz.text import no_snapshots
 
 SENTENCE = "a man rides a blue bike in the park."  # words the toy tokenizer knows
 EXTERNAL_SCRIPT = re.compile(r"<script\b[^>]*\bsrc\s*=", re.IGNORECASE)
@@ -137,18 +140,12 @@ def test_a_url_opens_the_page_in_exactly_that_state(new_app, checkpoints):
     }
     assert state["merge_words"] is True and app.radio(key="decoding").value == "beam"
     assert app.slider(key="beam_size").value == 3
-    assert any(markdown.value == f"### {viz_text_escape(expected.translation)}" for markdown in app.markdown)
+    assert any(markdown.value == f"### {escape_markdown(expected.translation)}" for markdown in app.markdown)
     assert step_heading(app).startswith(f"**Step 3 of {expected.n_steps}.**")
     cross = chart_titled(app, "Cross-attention: layer 1, head 2")
     assert cross["layout"]["xaxis"]["ticktext"] == SENTENCE.split() + [viz.display_piece("</s>")]  # merged words
     assert chart_titled(app, "Cross-attention of this step over the source, layer 0")
     assert app.query_params == query  # every value was valid, so the URL stays as it was
-
-
-def viz_text_escape(text: str) -> str:
-    from viz.text import escape_markdown
-
-    return escape_markdown(text)
 
 
 def test_changing_the_state_updates_the_url_and_that_url_reopens_it(app, new_app):
@@ -184,6 +181,93 @@ def test_invalid_url_values_fall_back_to_defaults_and_leave_the_url(new_app):
     defaults = page_state(new_app().run())
     assert page_state(app) == defaults
     assert app.query_params == {}
+
+
+def shared_links(checkpoints: Path) -> list[dict[str, str]]:
+    """Links that together set every setting of explorer.state.SETTINGS to a value other than its default.
+
+    A setting is bound where its widget is drawn, so each link opens the view or experiment that draws
+    its settings. Values that depend on the model (a candidate token, a beam node) are read off it here.
+    """
+    tiny = translator(checkpoints)
+    free = tiny.trace(SENTENCE, beam_size=1)
+    fork_step = 1
+    tree = tiny.beam_tree(SENTENCE, beam_size=2)
+    other_node = next(node.id for node in tree.nodes[1:] if node.id != tree.results()[0].id)
+    experiments = {"sentence": SENTENCE, "view": "experiments"}
+    return [
+        {
+            "checkpoint": "toy-plain-en-de",
+            "sentence": SENTENCE,
+            "view": "cross",
+            "display": "heads",
+            "layer": "1",
+            "head": "2",
+            "head_view_query": "1",
+            "head_view_heads": "2,0",
+            "step": "2",
+            "step_layer": "0",
+            "device": "cpu",
+            "decoding": "beam",
+            "beam_size": "3",
+            "max_len": "8",
+            "merge_words": "true",
+            "show_special": "false",
+            "annotate": "true",
+        },
+        {"view": "positional", "positional_side": "decoder", "positional_dimensions": "3,1", "presenter": "true"},
+        {
+            "sentence": SENTENCE,
+            "view": "quiz",
+            "quiz_head": "1",
+            "step": "1",
+            "step_layer": "0",
+            "teacher_forcing": "true",
+            "target": "ein mann",
+        },
+        {"view": "evolution", "evolution_kind": "decoder", "layer": "1", "head": "3"},
+        {
+            **experiments,  # the first experiment, what-if, is the default
+            "fork_step": str(fork_step),
+            "fork_token": str(free.target_ids[fork_step + 1]),  # the written token: valid, and not the default
+            "fork_word": "park",
+            "module_kind": "encoder",
+        },
+        {
+            **experiments,
+            "experiment": "beam",
+            "decoding": "beam",
+            "beam_size": "2",
+            "show_pruned": "false",
+            "beam_node": str(other_node),
+            "layer": "1",
+        },
+        {**experiments, "experiment": "internals", "module_kind": "decoder", "layer": "1", "query_row": "2"},
+        {**experiments, "experiment": "stats", "statistic": list(STATISTICS)[1], "stats_source": "file"},
+        {**experiments, "experiment": "pair", "pair_sentence": "a dog runs.", "module_kind": "encoder"},
+        {**experiments, "experiment": "ablation", "ablation_mode": "mean", "ablate": "cross.1.2,encoder.0.1"},
+        {**experiments, "experiment": "word_order", "pe_experiment": "shuffle", "pe_seed": "2"},
+        {**experiments, "experiment": "word_order", "pe_stacks": "decoder"},
+    ]
+
+
+def test_a_shared_url_restores_every_setting(new_app, checkpoints):
+    links = shared_links(checkpoints)
+    covered = {key for link in links for key in link}
+    assert covered == set(SETTINGS_BY_KEY), "every setting needs a link here that sets it"
+    for link in links:
+        app = new_app(**link).run()
+        assert_ok(app)
+        restored = {key: url_text(app.session_state[key]) for key in link}
+        assert restored == link
+        assert app.query_params == link  # nothing dropped, nothing added: the same link shares the same page
+    app = new_app().run()  # and the other way: a setting changed on the page reopens from its URL
+    app.segmented_control(key="view").set_value("positional").run()
+    app.radio(key="positional_side").set_value("decoder").run()
+    app.multiselect(key="positional_dimensions").select(7).run()
+    reopened = new_app(**app.query_params).run()
+    assert reopened.session_state["positional_side"] == "decoder"
+    assert reopened.session_state["positional_dimensions"] == app.session_state["positional_dimensions"]
 
 
 def test_back_and_forward_restore_the_state_of_each_url(app):
@@ -238,16 +322,11 @@ def test_presenter_mode_shows_one_view_large_with_keyboard_steps(app, new_app, c
     assert chart["layout"]["xaxis"]["ticktext"] == words.key_labels  # merge_words kept while its toggle is hidden
     shortcuts = {key: app.button(key=key).proto.shortcut for key in ("step_first", "step_previous", "step_next")}
     assert shortcuts == {"step_first": "home", "step_previous": "left", "step_next": "right"}  # normalised
-    assert [element.proto.body for element in app.get("html")] == [APP_PRESENTER_CSS()]  # the only raw HTML
+    assert [element.proto.body for element in app.get("html")] == [PRESENTER_CSS]  # the only raw HTML
     app.segmented_control(key="view").set_value("cross").run()
     assert chart_titles(app) == ["Cross-attention: layer 0, head 0"]
     app.toggle(key="presenter").set_value(False).run()
     assert app.toggle(key="merge_words").value is True and app.segmented_control(key="view").value == "cross"
-
-
-def APP_PRESENTER_CSS() -> str:  # noqa: N802 - the constant, read from app.py without running it
-    source = Path(APP).read_text(encoding="utf-8")
-    return re.search(r'PRESENTER_CSS = """(.*?)"""', source, re.DOTALL).group(1)
 
 
 def test_how_to_read_panels_carry_the_caveat_on_every_attention_view(app):
@@ -272,7 +351,7 @@ def test_quiz_hides_the_answer_then_reveals_and_scores(app, checkpoints):
     trace = translator(checkpoints).trace(SENTENCE, beam_size=1)
     last_layer = trace.attention_stack("cross").shape[0] - 1
     truth = step_truth(trace, 0, last_layer, None)
-    assert app.pills(key="quiz_where_0").options == [viz_text_escape(word) for word in truth.words]
+    assert app.pills(key="quiz_where_0").options == [escape_markdown(word) for word in truth.words]
     assert app.button(key="quiz_reveal").disabled
     wrong_token = next(piece for piece in truth.candidates if piece != truth.produced)
     app.pills(key="quiz_where_0").set_value(truth.looked_at).run()

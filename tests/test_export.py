@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 import viz
+from explorer.copy import CAVEAT, EXPLANATIONS
 from model import load_checkpoint
 from viz.export import LessonSection, lesson_html, markdown_html
-from viz.text import CAVEAT, EXPLANATIONS
 
 HOSTILE = "<script>alert('x')</script> **not bold** & <b>b</b>"
 EXTERNAL_REFERENCE = re.compile(r"""<(?:script|link|img|iframe)\b[^>]*\b(?:src|href)\s*=""", re.IGNORECASE)

@@ -1,7 +1,7 @@
-"""Words on the page: example sentences, model-card summaries, and a plain explanation of each view.
+"""Words on the page: example sentences, model-card summaries, names of choices, and the help texts.
 
-Kept here rather than in app.py so the page stays wiring and the texts can be tested and
-reused in a notebook. Explanations are Markdown written for a classroom.
+In one place, so that they can be read and reviewed as prose, and tested without running the
+page. Explanations are Markdown written for a classroom.
 """
 
 from __future__ import annotations
@@ -62,6 +62,12 @@ EXAMPLE_PAIRS: dict[str, list[tuple[str, str]]] = {
     ],
 }
 
+
+DISPLAY_NAMES = {"single": "Single head", "grid": "All heads", "heads": "Head view", "aggregates": "Aggregates"}
+DEVICE_NAMES = {"auto": "Auto", "cpu": "CPU", "cuda": "CUDA"}
+STATS_SOURCE_NAMES = {"sentence": "This sentence", "file": "A file of sentences"}
+PE_EXPERIMENT_NAMES = {"no-pe": "Remove the positional encoding", "shuffle": "Shuffle the source words"}
+ABLATION_NAMES = {"zero": "zeros", "mean": "its mean output"}
 
 MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:])")
 

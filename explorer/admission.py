@@ -1,4 +1,4 @@
-"""First come, first served: how the app shares the CPU between many sessions at once.
+"""First come, first served: how the page shares the CPU between many sessions at once.
 
 Thirty sessions that start work at once on two cores share them (and Python's GIL): every
 page run advances a little at a time, the threads mostly wait on each other, and nearly all
@@ -17,7 +17,13 @@ import os
 import threading
 import time
 from collections import deque
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from functools import wraps
 from types import TracebackType
+from typing import Any
+
+import streamlit as st
 
 
 class FifoGate:
@@ -126,3 +132,32 @@ def shared_gate() -> FifoGate:
     same latencies, all about half of those without a gate.
     """
     return FifoGate(available_cores())
+
+
+@contextmanager
+def admitted() -> Iterator[None]:
+    """Run the page (or a fragment) when its turn comes: first come, first served, one run per core.
+
+    Thirty runs started at once on two cores all finish late together; in turns, the early
+    arrivals finish early and the last no later (FifoGate). A run that has to wait says so.
+    """
+    gate = shared_gate()
+    with ExitStack() as turn:
+        if gate.is_full() and not gate.holds():
+            ahead = gate.waiting()
+            with st.spinner(f"Busy with other sessions: {f'{ahead} ahead of you' if ahead else 'you are next'}…"):
+                turn.enter_context(gate)
+        else:
+            turn.enter_context(gate)
+        yield
+
+
+def in_turn(view: Callable[..., None]) -> Callable[..., None]:
+    """A fragment's own reruns take their turn like page runs (inside a page run it already has one)."""
+
+    @wraps(view)
+    def run(*args: Any, **kwargs: Any) -> None:
+        with admitted():
+            view(*args, **kwargs)
+
+    return run

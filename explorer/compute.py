@@ -1,0 +1,158 @@
+"""Cached model calls: one model per checkpoint and device for every session, each result computed once.
+
+The model is loaded once per (checkpoint, device) and shared read-only by every session
+(st.cache_resource); a trace is computed once per sentence and settings (st.cache_data), so
+stepping through decoding or switching views never runs the model again. Every experiment is
+cached on the page's TraceKey and its own choices, so a class looking at the same sentence
+computes it once. Keys are small frozen dataclasses (Streamlit hashes their fields).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import streamlit as st
+
+from model import load_checkpoint
+from model.analysis.ablation import AblationComparison, compare_ablation
+from model.analysis.head_stats import batch_head_statistics, trace_head_statistics
+from model.analysis.importance import HeadImportance, head_importance
+from model.analysis.internals import AttentionStages
+from model.analysis.positional import PositionalComparison, compare_positional
+from model.checkpoint import CheckpointEntry, scan_checkpoints
+from model.decoding import BeamTree
+from model.heads import HeadRef
+from model.trace import Trace
+from model.translator import Translator
+
+Stamp = tuple[tuple[str, float], ...]
+
+
+def folder_stamp(folder: Path, pattern: str = "*/*") -> Stamp:
+    """Names and modification times of the files under ``folder``: a cache key that changes when a checkpoint does.
+
+    The default pattern reads a folder of checkpoints; ``"*"`` reads one checkpoint folder.
+    """
+    if not folder.is_dir():
+        return ()
+    return tuple(sorted((str(path.relative_to(folder)), path.stat().st_mtime) for path in folder.glob(pattern)))
+
+
+@dataclass(frozen=True)
+class ModelKey:
+    """One checkpoint folder on one device; ``stamp`` changes when the folder's files do."""
+
+    path: str
+    device: str
+    stamp: Stamp
+
+    @classmethod
+    def of(cls, path: str | Path, device: str) -> ModelKey:
+        return cls(str(path), device, folder_stamp(Path(path), "*"))
+
+
+@dataclass(frozen=True)
+class TraceKey:
+    """One trace: a sentence through a model with decoding settings, optionally teacher-forced.
+
+    ``target`` is a typed target sentence, ``target_ids`` given output ids (the training-evolution
+    view forces every stage onto the same tokens).
+    """
+
+    model: ModelKey
+    text: str
+    beam_size: int
+    max_len: int | None
+    target: str | None = None
+    target_ids: tuple[int, ...] | None = None
+
+    def free(self) -> TraceKey:
+        """The same sentence and settings, translated by the model itself."""
+        return replace(self, target=None, target_ids=None)
+
+    def with_text(self, text: str) -> TraceKey:
+        """Another sentence with the same model and decoding settings, translated by the model itself."""
+        return replace(self.free(), text=text)
+
+
+@st.cache_data(show_spinner="Checking checkpoint folders…")
+def list_checkpoints(folder: str, stamp: Stamp) -> list[CheckpointEntry]:
+    """Every sub-folder, validated fully (model.checkpoint.scan_checkpoints); ``stamp`` only keys the cache."""
+    return scan_checkpoints(folder)
+
+
+@st.cache_resource(show_spinner="Loading the model…", max_entries=8)
+def load_translator(key: ModelKey) -> Translator:
+    """One model per (checkpoint, device), shared read-only by every session.
+
+    Room for a few checkpoints with their training snapshots (the training-evolution view).
+    """
+    return load_checkpoint(key.path, device=key.device)
+
+
+@st.cache_data(show_spinner="Translating…", max_entries=256)
+def compute_trace(key: TraceKey) -> Trace:
+    return load_translator(key.model).trace(
+        key.text,
+        beam_size=key.beam_size,
+        max_len=key.max_len,
+        target=key.target,
+        target_ids=None if key.target_ids is None else list(key.target_ids),
+    )
+
+
+@st.cache_data(show_spinner="Decoding the what-if…", max_entries=256)
+def compute_fork(key: TraceKey, step: int, token: int | str) -> Trace:
+    """The page's trace forked at ``step`` with ``token`` (an id from its top-k, or a typed word)."""
+    return load_translator(key.model).fork(compute_trace(key), step, token)
+
+
+@st.cache_data(show_spinner="Searching…", max_entries=64)
+def compute_beam_tree(key: TraceKey, beam_size: int) -> BeamTree:
+    return load_translator(key.model).beam_tree(key.text, beam_size=beam_size, max_len=key.max_len)
+
+
+@st.cache_data(show_spinner="Reading the beam…", max_entries=256)
+def compute_beam_node_trace(key: TraceKey, beam_size: int, node_id: int) -> Trace:
+    return load_translator(key.model).beam_node_trace(compute_beam_tree(key, beam_size), node_id)
+
+
+@st.cache_data(show_spinner="Opening the head…", max_entries=256)
+def compute_stages(key: TraceKey, module_name: str, head: int, step: int) -> AttentionStages:
+    return load_translator(key.model).attention_stages(compute_trace(key), module_name, head, step)
+
+
+@st.cache_data(max_entries=256)
+def trace_statistics(key: TraceKey) -> list[dict[str, Any]]:
+    """Every head's statistics over the page's trace (what the attention views show)."""
+    return trace_head_statistics(compute_trace(key))
+
+
+@st.cache_data(show_spinner=False, max_entries=4096)
+def sentence_statistics(key: TraceKey) -> list[dict[str, Any]]:
+    """One sentence of an uploaded file: its statistics table (small), cached per sentence."""
+    translator = load_translator(key.model)
+    return batch_head_statistics(translator, [key.text], beam_size=key.beam_size, max_len=key.max_len)
+
+
+@st.cache_data(show_spinner="Switching heads off…", max_entries=256)
+def compute_ablation(key: TraceKey, heads: tuple[HeadRef, ...], mode: str) -> AblationComparison:
+    translator = load_translator(key.model)
+    return compare_ablation(translator, key.text, list(heads), mode=mode, beam_size=key.beam_size, max_len=key.max_len)
+
+
+@st.cache_data(show_spinner="Ranking the heads…", max_entries=256)
+def compute_importance(key: TraceKey, mode: str) -> HeadImportance:
+    """Every head's importance for the model's own translation (the cached free trace: no second translation)."""
+    own = compute_trace(key.free())
+    return head_importance(load_translator(key.model), key.text, target_ids=own.target_ids[1:], mode=mode)
+
+
+@st.cache_data(show_spinner="Translating without word order…", max_entries=256)
+def compute_positional(key: TraceKey, experiment: str, stacks: tuple[str, ...], seed: int) -> PositionalComparison:
+    translator = load_translator(key.model)
+    return compare_positional(
+        translator, key.text, experiment, seed=seed, beam_size=key.beam_size, max_len=key.max_len, stacks=stacks
+    )

@@ -1,0 +1,74 @@
+"""The page context: what every view receives, built once per page run from the sidebar and the sentence."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from explorer.compute import TraceKey
+from model.checkpoint import CheckpointEntry
+from model.config import TransformerConfig
+from model.trace import Trace
+from model.translator import Translator
+from viz.export import LessonSection
+
+
+@dataclass(frozen=True)
+class Display:
+    """How tokens are drawn in every attention figure (the sidebar's display toggles)."""
+
+    merge_words: bool = False
+    show_special: bool = True
+    annotate: bool = False
+
+    def options(self) -> dict[str, bool]:
+        """Keyword arguments of the viz builders that write numbers in cells."""
+        return asdict(self)
+
+    def tokens(self) -> dict[str, bool]:
+        """Keyword arguments of the builders whose cells are too small to write numbers in (grids, lines)."""
+        return {"merge_words": self.merge_words, "show_special": self.show_special}
+
+
+@dataclass
+class Lesson:
+    """The charts the page drew, by section, for the lesson export (the step section follows its fragment)."""
+
+    translation: list[LessonSection] = field(default_factory=list)
+    steps: list[LessonSection] = field(default_factory=list)
+    view: list[LessonSection] = field(default_factory=list)
+
+    def sections(self) -> list[LessonSection]:
+        return [*self.translation, *self.steps, *self.view]
+
+
+@dataclass(frozen=True)
+class PageContext:
+    """One page run's checkpoint, model, trace and display settings, and where its charts are collected."""
+
+    entry: CheckpointEntry
+    translator: Translator
+    trace: Trace
+    trace_key: TraceKey  # what the experiments' cached results are keyed on
+    display: Display
+    lesson: Lesson = field(default_factory=Lesson)
+
+    @property
+    def config(self) -> TransformerConfig:
+        return self.translator.config
+
+    @property
+    def file_stem(self) -> str:
+        """The start of every download's file name."""
+        return self.entry.name
+
+    @property
+    def card(self) -> dict[str, Any]:
+        return self.entry.card
+
+    @property
+    def mode(self) -> str:
+        """How the trace's output was made, in words: "greedy search", "beam search (beam 5)", "teacher forcing"."""
+        settings = self.trace.settings
+        names = {"greedy": "greedy search", "beam": f"beam search (beam {settings['beam_size']})"}
+        return names.get(settings["mode"], "teacher forcing")

@@ -1,0 +1,148 @@
+"""The page around the views: the sentence box, the translation and its downloads, and the view picker."""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+import viz
+from explorer.compute import ModelKey, TraceKey, compute_trace
+from explorer.context import Lesson, PageContext
+from explorer.copy import CAVEAT, EXPLANATIONS, card_examples, escape_markdown
+from explorer.sidebar import checkpoint_picker, presenter_toggle, settings_controls
+from explorer.state import bind, presenting
+from explorer.widgets import show_figure
+from viz.export import lesson_html
+
+
+def use_example() -> None:
+    """Copy the picked example into the sentence box and clear the picker, which acts as a menu."""
+    if st.session_state.example:
+        st.session_state.sentence = st.session_state.example
+        st.session_state.example = None
+
+
+def prefill_target() -> None:
+    """Start teacher forcing from the model's own translation, for the user to edit."""
+    if st.session_state.teacher_forcing and not st.session_state.get("target"):
+        st.session_state.target = st.session_state.get("translation", "")
+
+
+def source_section(card: dict) -> tuple[str, str | None]:
+    """The sentence box (with example sentences) and, with teacher forcing, the typed target."""
+    examples = card_examples(card)
+    if not presenting():
+        st.selectbox(
+            "Example sentences",
+            examples,
+            index=None,
+            placeholder="Pick an example…",
+            key="example",
+            on_change=use_example,
+        )
+    bind("sentence", examples[0])
+    text = st.text_area("Source sentence", key="sentence", height=80)
+    bind("teacher_forcing")
+    bind("target")
+    if not presenting():
+        forced = st.toggle(
+            "Teacher forcing: type the target myself",
+            key="teacher_forcing",
+            help=EXPLANATIONS["teacher_forcing"],
+            on_change=prefill_target,
+            persist_state="page",
+        )
+        if forced:
+            st.text_input("Target sentence (the model reads these tokens)", key="target", persist_state="page")
+    target = st.session_state.target if st.session_state.teacher_forcing else None
+    return text, target or None
+
+
+def open_page() -> PageContext | None:
+    """The sidebar and the sentence, translated: the context every view draws from (None without a sentence)."""
+    presenter_toggle()
+    if not presenting():
+        st.title("Attention explorer")
+    entry, translator = checkpoint_picker()
+    decoding, display = settings_controls(translator.config.max_len)
+    text, target = source_section(entry.card)
+    if not text.strip():
+        st.session_state.translation = ""
+        st.info("Type a sentence in the box above (or pick an example) to see its translation and attention.")
+        return None
+    model_key = ModelKey.of(entry.path, st.session_state.device)
+    trace_key = TraceKey(model_key, text, decoding.beam_size, decoding.max_len, target)
+    trace = compute_trace(trace_key)
+    if st.session_state.teacher_forcing and target is None:
+        st.info(
+            "Type a target sentence to see the attention the model gives it; until then the model translates freely."
+        )
+    st.session_state.translation = trace.translation
+    return PageContext(entry, translator, trace, trace_key, display, Lesson())
+
+
+def results_section(ctx: PageContext, hide_output: bool) -> None:
+    """Tokens, translation and how sure the model was; ``hide_output`` keeps the translation for the quiz to reveal."""
+    trace = ctx.trace
+    if trace.settings.get("notice"):
+        st.warning(trace.settings["notice"])
+    if trace.settings.get("truncated"):
+        st.warning(
+            f"The sentence has {trace.settings['source_pieces_before_truncation']} pieces; only the first "
+            f"{len(trace.source_pieces) - 1} fit the model and were used."
+        )
+    if not presenting():
+        st.markdown("**Tokenization** (pieces with their ids; ▁ starts a word)")
+        st.dataframe(
+            pd.DataFrame([trace.source_pieces, [str(i) for i in trace.source_ids]], index=["piece", "id"]),
+            width="stretch",
+        )
+    if hide_output:
+        st.markdown(f"**Translation** ({ctx.mode}): hidden during the quiz; guess it step by step below.")
+    else:
+        st.markdown(f"**Translation** ({ctx.mode})")
+        st.markdown(f"### {escape_markdown(trace.translation) or '(empty)'}")
+    if presenting():
+        return
+    if not hide_output:
+        show_figure(
+            viz.token_probabilities(trace.predicted_pieces, trace.step_probs, title="Probability of each output token"),
+            f"{ctx.file_stem}-probabilities",
+            ctx.lesson.translation,
+        )
+    downloads(ctx)
+
+
+def downloads(ctx: PageContext) -> None:
+    """The trace as JSON or NPZ and the lesson as HTML, written only when a button is clicked (deferred data)."""
+    trace, file_stem = ctx.trace, ctx.file_stem
+    left, middle, right = st.columns(3)
+    left.download_button(
+        "Download trace (JSON)", trace.to_json, f"{file_stem}.json", "application/json", on_click="ignore"
+    )
+    middle.download_button(
+        "Download trace (NPZ)", trace.to_npz_bytes, f"{file_stem}.npz", "application/octet-stream", on_click="ignore"
+    )
+    right.download_button(
+        "Download lesson (HTML)",
+        lambda: lesson_file(ctx),
+        f"{file_stem}-lesson.html",
+        "text/html",
+        on_click="ignore",
+        help=EXPLANATIONS["export"],
+        key="lesson_download",
+    )
+
+
+def lesson_file(ctx: PageContext) -> str:
+    """The lesson export of what the page shows now (its step section follows the fragment's reruns)."""
+    trace = ctx.trace
+    facts = [
+        ("Checkpoint", ctx.entry.name),
+        ("Source sentence", trace.source_text),
+        ("Translation", trace.translation),
+        ("Decoding", ctx.mode),
+    ]
+    return lesson_html(
+        "Attention explorer: a lesson on one sentence", ctx.lesson.sections(), facts=facts, caveat=CAVEAT
+    )

@@ -1,0 +1,120 @@
+"""The sidebar: presenter mode, the checkpoint and device, decoding and display settings."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import streamlit as st
+
+from explorer.compute import ModelKey, folder_stamp, list_checkpoints, load_translator
+from explorer.context import Display
+from explorer.copy import DEVICE_NAMES, EXPLANATIONS, describe_card, escape_markdown
+from explorer.state import DEVICES, DISPLAY_TOGGLES, SEARCHES, bind, presenting
+from model.checkpoint import CheckpointEntry
+from model.translator import Translator
+
+CHECKPOINTS_ENV = "ATTENTION_EXPLORER_CHECKPOINTS"
+DEFAULT_CHECKPOINT = "multi30k-en-de"
+REPO = Path(__file__).resolve().parents[1]
+# Presenter mode: larger text everywhere (Streamlit sizes text in rem) and the full width for the view.
+# The header stays: it holds the button that opens a collapsed sidebar. A constant: no user text
+# ever reaches st.html.
+PRESENTER_CSS = """<style>
+html { font-size: 22px; }
+[data-testid="stMainBlockContainer"] { padding: 1rem 2rem; max-width: none; }
+[data-testid="stMarkdownContainer"] h3 { font-size: 2.2rem; }
+</style>"""
+
+
+@dataclass(frozen=True)
+class Decoding:
+    """How the model translates: beam size 1 is greedy search; ``max_len`` None lets the model decide."""
+
+    beam_size: int
+    max_len: int | None
+
+
+def checkpoints_dir() -> Path:
+    return Path(os.environ.get(CHECKPOINTS_ENV) or REPO / "checkpoints")
+
+
+def presenter_toggle() -> None:
+    bind("presenter")
+    st.sidebar.toggle("Presenter mode", key="presenter", help=EXPLANATIONS["presenter"])
+    if presenting():
+        st.html(PRESENTER_CSS)
+
+
+def checkpoint_picker() -> tuple[CheckpointEntry, Translator]:
+    """The checkpoint (with its card and every folder's status) and the device; stops the page without one."""
+    st.sidebar.header("Model")
+    folder = checkpoints_dir()
+    entries = list_checkpoints(str(folder), folder_stamp(folder))
+    usable = {entry.name: entry for entry in entries if not entry.error}
+    skipped = [entry for entry in entries if entry.error]
+    if not usable:
+        st.error(
+            f"No usable checkpoint in {folder}. Each checkpoint is a folder with config.json, "
+            "model.safetensors, a tokenizer model and card.json."
+        )
+        st.stop()
+    names = list(usable)
+    asked = (st.session_state.get("url_request") or {}).get("checkpoint")
+    bind("checkpoint", DEFAULT_CHECKPOINT if DEFAULT_CHECKPOINT in usable else names[0], names)
+    name = st.sidebar.selectbox("Checkpoint", names, key="checkpoint")
+    if asked is not None and asked not in usable:
+        st.warning(f"Checkpoint “{escape_markdown(asked)}” is not available; using {escape_markdown(name)}.")
+    entry = usable[name]
+    st.sidebar.caption(describe_card(entry.card))
+    bind("device")
+    if not presenting():
+        with st.sidebar.expander(f"All checkpoints ({len(usable)} usable, {len(skipped)} skipped)"):
+            for usable_entry in usable.values():
+                st.markdown(f"**{escape_markdown(usable_entry.name)}**: {describe_card(usable_entry.card)}")
+            for skipped_entry in skipped:
+                st.markdown(
+                    f"Skipped **{escape_markdown(skipped_entry.name)}**: {escape_markdown(skipped_entry.error)}"
+                )
+        st.sidebar.radio(
+            "Device", DEVICES, format_func=DEVICE_NAMES.get, horizontal=True, key="device", persist_state="page"
+        )
+    translator = load_translator(ModelKey.of(entry.path, st.session_state.device))
+    if not presenting():
+        st.sidebar.caption(f"Running on: **{translator.device}**")
+    for notice in translator.notices:
+        st.sidebar.warning(notice)
+    return entry, translator
+
+
+def settings_controls(max_len: int) -> tuple[Decoding, Display]:
+    """Decoding and display settings; presenter mode hides them but keeps their values."""
+    bind("decoding")
+    bind("beam_size")
+    bind("max_len", None, [None, *range(1, max_len - 1)])
+    for key in DISPLAY_TOGGLES:
+        bind(key)
+    if not presenting():
+        st.sidebar.header("Decoding")
+        st.sidebar.radio(
+            "Search", SEARCHES, format_func=str.capitalize, horizontal=True, key="decoding", persist_state="page"
+        )
+        if st.session_state.decoding == "beam":
+            st.sidebar.slider("Beam size", 2, 10, key="beam_size", persist_state="page")
+        st.sidebar.number_input(
+            "Max output tokens",
+            min_value=1,
+            max_value=max_len - 2,
+            value=None,
+            placeholder="automatic",
+            key="max_len",
+            persist_state="page",
+        )
+        st.sidebar.header("Display")
+        st.sidebar.toggle("Merge subwords into words", key="merge_words", persist_state="page")
+        st.sidebar.toggle("Show special tokens", key="show_special", help=EXPLANATIONS["special"], persist_state="page")
+        st.sidebar.toggle("Write the weights in the cells", key="annotate", persist_state="page")
+    state = st.session_state
+    decoding = Decoding(beam_size=state.beam_size if state.decoding == "beam" else 1, max_len=state.max_len)
+    return decoding, Display(**{key: state[key] for key in DISPLAY_TOGGLES})

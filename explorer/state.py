@@ -1,0 +1,216 @@
+"""The page's shareable state: every setting a person can change, bound to a widget and to the URL.
+
+A link opens exactly the view it was copied from: on a page's first run and on the browser's
+Back/Forward the URL sets the widgets (``read_url``, then ``bind``); on every other run the
+widgets set the URL (``write_url``, which adds a browser history entry). A parameter is left
+out of the URL while its setting has its default value.
+
+Every setting is one row of ``SETTINGS``: its URL name (also its widget key), how URL text
+becomes its value, its default and its allowed values. Where the default or the allowed values
+depend on the model or the sentence (layers, steps, checkpoint names), the view that draws the
+widget passes them to ``bind``. Not settings, so not in the URL: the example pickers (menus
+that copy into a setting), the quiz's guesses (answers, kept per step), an uploaded file.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import streamlit as st
+from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+from model.analysis.ablation import ABLATION_MODES
+from model.analysis.head_stats import STATISTICS
+from model.analysis.positional import POSITIONAL_EXPERIMENTS, POSITIONAL_STACKS
+from model.heads import ATTENTION_KINDS
+
+DEVICES = ("auto", "cpu", "cuda")
+SEARCHES = ("greedy", "beam")
+DISPLAYS = ("single", "grid", "heads", "aggregates")
+DISPLAY_TOGGLES = ("merge_words", "show_special", "annotate")
+STATS_SOURCES = ("sentence", "file")
+ALL_QUERIES = -1  # head view: draw the lines of every query token
+AVERAGE_HEADS = -1  # quiz: the mean over the layer's heads decides where the model looks
+BOOLEANS = (False, True)
+GIVEN_BY_THE_PAGE = None  # a default or option list that ``bind`` receives from the view drawing the widget
+
+
+def parse_bool(raw: str) -> bool:
+    if raw not in ("true", "false"):
+        raise ValueError(f"not true or false: {raw!r}")
+    return raw == "true"
+
+
+def parse_text(raw: str) -> str:
+    return raw
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One URL-bound setting. ``parse`` turns one URL value into a widget value (ValueError when it cannot);
+    ``multi`` settings hold a list, written comma-separated. ``options`` None: free text, or given by the page."""
+
+    key: str
+    parse: Callable[[str], Any]
+    default: Any = GIVEN_BY_THE_PAGE
+    options: tuple[Any, ...] | None = GIVEN_BY_THE_PAGE
+    multi: bool = False
+
+    def from_url(self, raw: str, default: Any, options: Sequence[Any] | None) -> Any:
+        """The URL text as this setting's value; ``default`` when it is not one of ``options``.
+
+        A multi setting keeps its valid items, in the URL's order, each once.
+        """
+        if self.multi:
+            values = []
+            for part in raw.split(","):
+                value = self._parsed(part)
+                if value is not None and (options is None or value in options) and value not in values:
+                    values.append(value)
+            return values
+        value = self._parsed(raw)
+        return value if value is not None and (options is None or value in options) else default
+
+    def _parsed(self, raw: str) -> Any:
+        try:
+            return self.parse(raw)
+        except ValueError:
+            return None
+
+
+SETTINGS: tuple[Setting, ...] = (
+    # in the order they appear in the URL
+    Setting("checkpoint", parse_text),
+    Setting("sentence", parse_text),
+    Setting("view", parse_text),
+    Setting("display", parse_text, "single", DISPLAYS),
+    Setting("layer", int, 0),
+    Setting("head", int, 0),
+    Setting("head_view_query", int, ALL_QUERIES),
+    Setting("head_view_heads", int, multi=True),
+    Setting("positional_side", parse_text, "encoder", POSITIONAL_STACKS),
+    Setting("positional_dimensions", int, multi=True),
+    Setting("step", int, 0),
+    Setting("step_layer", int),
+    Setting("quiz_head", int, AVERAGE_HEADS),
+    Setting("evolution_kind", parse_text, "cross", ATTENTION_KINDS),
+    Setting("experiment", parse_text, "whatif"),
+    Setting("module_kind", parse_text, "cross", ATTENTION_KINDS),
+    Setting("query_row", int, 0),
+    Setting("fork_step", int, 0),
+    Setting("fork_token", int),
+    Setting("fork_word", parse_text, ""),
+    Setting("beam_node", int),
+    Setting("show_pruned", parse_bool, True, BOOLEANS),
+    Setting("statistic", parse_text, "entropy", tuple(STATISTICS)),
+    Setting("stats_source", parse_text, "sentence", STATS_SOURCES),
+    Setting("pair_sentence", parse_text, ""),
+    Setting("ablate", parse_text, [], multi=True),
+    Setting("ablation_mode", parse_text, "zero", ABLATION_MODES),
+    Setting("pe_experiment", parse_text, "no-pe", POSITIONAL_EXPERIMENTS),
+    Setting("pe_stacks", parse_text, list(POSITIONAL_STACKS), POSITIONAL_STACKS, multi=True),
+    Setting("pe_seed", int, 0, tuple(range(1000))),
+    Setting("presenter", parse_bool, False, BOOLEANS),
+    Setting("device", parse_text, "auto", DEVICES),
+    Setting("decoding", parse_text, "greedy", SEARCHES),
+    Setting("beam_size", int, 5, tuple(range(2, 11))),
+    Setting("max_len", int),
+    Setting("merge_words", parse_bool, False, BOOLEANS),
+    Setting("show_special", parse_bool, True, BOOLEANS),
+    Setting("annotate", parse_bool, False, BOOLEANS),
+    Setting("teacher_forcing", parse_bool, False, BOOLEANS),
+    Setting("target", parse_text, ""),
+)
+SETTINGS_BY_KEY = {setting.key: setting for setting in SETTINGS}
+
+
+def url_text(value: Any) -> str:
+    """A value as the URL writes it: booleans as true/false, a list (multi-select) comma-separated, else str()."""
+    if isinstance(value, list):
+        return ",".join(url_text(item) for item in value)
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def valid(value: Any, options: Sequence[Any] | None) -> bool:
+    """Whether a widget value is one of ``options`` (each item of it, for a multi-select); None: any value."""
+    if options is None:
+        return True
+    if isinstance(value, list):
+        return all(item in options for item in value)
+    return value in options
+
+
+def read_url() -> None:
+    """Decide whether this run takes its state from the URL: on the page's first run and on Back/Forward.
+
+    On those runs every setting is set from the URL (``bind``), and a setting the URL leaves out
+    goes back to its default. On every other run the widgets are the truth and the URL follows.
+    """
+    context = get_script_run_ctx()
+    first_run = "url_defaults" not in st.session_state
+    # Streamlit marks the runs that the browser's Back and Forward start (the flag its own
+    # query-bound widgets use; not public API, hence getattr).
+    if not first_run and not getattr(context, "is_history_navigation", False):
+        st.session_state.url_request = None
+        return
+    url = st.query_params.to_dict()
+    st.session_state.url_request = url
+    st.session_state.setdefault("url_defaults", {})
+    for setting in SETTINGS:
+        if setting.key not in url:
+            st.session_state.pop(setting.key, None)
+
+
+def bind(key: str, default: Any = GIVEN_BY_THE_PAGE, options: Sequence[Any] | None = GIVEN_BY_THE_PAGE) -> Any:
+    """Give a setting's widget its value before it is drawn, from the URL when this run reads it; returns the value.
+
+    ``default`` and ``options`` complete the row of SETTINGS where the page decides them (a layer
+    the model has, the first example sentence). Widgets get their values only through
+    st.session_state (never a ``value=`` argument as well), so a value set here, by a callback or
+    from the URL never conflicts with a default. The default is recorded so that the URL can
+    leave it out. A key that is not in SETTINGS is a KeyError: every setting is in the table.
+    """
+    setting = SETTINGS_BY_KEY[key]
+    default = setting.default if default is GIVEN_BY_THE_PAGE else default
+    options = setting.options if options is GIVEN_BY_THE_PAGE else options
+    if isinstance(default, list):
+        default = list(default)  # widgets may change their value in place; the table's default must not
+    st.session_state.url_defaults[key] = default
+    requested = st.session_state.get("url_request")
+    if requested is not None:
+        raw = requested.get(key)
+        st.session_state[key] = default if raw is None else setting.from_url(raw, default, options)
+    elif key not in st.session_state or not valid(st.session_state[key], options):
+        st.session_state[key] = default
+    return st.session_state[key]
+
+
+def write_url() -> None:
+    """Put every setting whose value is not its default into the URL.
+
+    Streamlit adds a browser history entry when a run changes the URL, so Back returns to the
+    state before; a run that restores from the URL leaves it as it is.
+    """
+    defaults = st.session_state.url_defaults
+    wanted = {
+        setting.key: url_text(st.session_state[setting.key])
+        for setting in SETTINGS
+        if setting.key in defaults
+        and setting.key in st.session_state
+        and st.session_state[setting.key] != defaults[setting.key]
+    }
+    if wanted != st.query_params.to_dict():
+        st.query_params.from_dict(wanted)
+    st.session_state.url_request = None
+
+
+def write_url_after_fragment() -> None:
+    """A fragment's own rerun (not its part of a full run) writes the URL it changed, e.g. the step."""
+    if not st.session_state.full_run:
+        write_url()
+
+
+def presenting() -> bool:
+    return bool(st.session_state.get("presenter"))

@@ -1,0 +1,40 @@
+"""The views, in the order of the view picker. Each is a module with ``render(ctx)``.
+
+Adding a view: write ``explorer/views/my_view.py`` with ``render(ctx: PageContext) -> None``
+(read the sentence's trace and the display settings from ``ctx``; bind every widget a person
+can change to a row of ``explorer.state.SETTINGS``), then add one line to VIEWS below.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+
+from explorer.context import PageContext
+from explorer.views import attention, evolution, experiments, positional, quiz, steps
+from explorer.views.registry import View
+from model.heads import KIND_TITLES
+
+VIEWS = (
+    View("steps", "Decoding steps", steps.render, always_shown=True),
+    View("encoder", KIND_TITLES["encoder"], partial(attention.render, kind="encoder")),
+    View("decoder", KIND_TITLES["decoder"], partial(attention.render, kind="decoder")),
+    View("cross", KIND_TITLES["cross"], partial(attention.render, kind="cross")),
+    View("positional", "Positional encoding", positional.render),
+    View("quiz", "Quiz: predict, then reveal", quiz.render),
+    View("evolution", "Training evolution", evolution.render),
+    View("experiments", "Experiments", experiments.render),
+)
+BY_KEY = {view.key: view for view in VIEWS}
+
+
+def choices(presenting: bool) -> list[str]:
+    """The view picker's keys: presenter mode shows one view at a time, the always-shown ones among them."""
+    return [view.key for view in VIEWS if presenting or not view.always_shown]
+
+
+def label(key: str) -> str:
+    return BY_KEY[key].label
+
+
+def render(key: str, ctx: PageContext) -> None:
+    BY_KEY[key].render(ctx)

@@ -1,0 +1,82 @@
+"""Explore one kind of attention: one head, all heads, the head view (lines), or aggregates over heads."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+import viz
+from explorer.context import PageContext
+from explorer.copy import DISPLAY_NAMES
+from explorer.state import ALL_QUERIES, DISPLAYS, bind
+from explorer.widgets import how_to_read, layer_and_head_pickers, show_figure
+from model.heads import KIND_TITLES
+from viz.trace_views import AttentionAxes
+
+
+def render(ctx: PageContext, kind: str) -> None:
+    axes = viz.attention_axes(ctx.trace, kind)
+    bind("display")
+    mode = st.segmented_control("Show", DISPLAYS, format_func=DISPLAY_NAMES.get, required=True, key="display")
+    layer, head = layer_and_head_pickers(axes.stack.shape)
+    topics = [kind, mode]
+    if mode == "aggregates" and kind != "encoder":
+        topics.append("rollout_decoder" if kind == "decoder" else "rollout_cross")
+    explanation = how_to_read(*topics)
+    name = f"{ctx.file_stem}-{kind}-{mode}"
+    title = KIND_TITLES[kind]
+    display = ctx.display
+    if mode == "single":
+        figure = viz.attention_heatmap(
+            axes.stack[layer, head],
+            axes.query_pieces,
+            axes.key_pieces,
+            **display.options(),
+            title=f"{title}: layer {layer}, head {head}",
+        )
+        name = f"{name}-L{layer}H{head}"
+    elif mode == "grid":
+        figure = viz.attention_grid(axes.stack, axes.query_pieces, axes.key_pieces, **display.tokens(), title=title)
+    elif mode == "heads":
+        figure = head_view(ctx, axes, layer, title=f"{title}: layer {layer}, all heads")
+        name = f"{name}-L{layer}"
+    else:
+        figure = viz.aggregate_figure(
+            axes.stack,
+            layer,
+            axes.query_pieces,
+            axes.key_pieces,
+            rollout=kind != "cross",
+            **display.options(),
+            title=f"{title}: aggregates",
+        )
+        name = f"{name}-L{layer}"
+    show_figure(figure, name, ctx.lesson.view, explanation)
+
+
+def head_view(ctx: PageContext, axes: AttentionAxes, layer: int, title: str):
+    """Lines from each query token to the keys it reads, one colour per head; which query and which heads to draw."""
+    tokens = ctx.display.tokens()
+    queries = viz.select_tokens(axes.stack[layer], axes.query_pieces, axes.key_pieces, **tokens).query_tokens
+    heads = list(range(axes.stack.shape[1]))
+    lines_from, heads_drawn = st.columns(2)
+    query_choices = [ALL_QUERIES, *range(len(queries))]
+    bind("head_view_query", options=query_choices)
+    query = lines_from.selectbox(
+        "Lines from",
+        query_choices,
+        format_func=lambda q: "every query token" if q == ALL_QUERIES else f"{q}: {queries[q]}",
+        key="head_view_query",
+    )
+    bind("head_view_heads", heads, heads)
+    chosen_heads = heads_drawn.multiselect(
+        "Heads drawn", heads, format_func=lambda n: f"head {n}", key="head_view_heads"
+    )
+    return viz.head_view(
+        axes.stack[layer],
+        axes.query_pieces,
+        axes.key_pieces,
+        heads=chosen_heads,
+        query=None if query == ALL_QUERIES else query,
+        **tokens,
+        title=title,
+    )

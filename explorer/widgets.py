@@ -1,0 +1,71 @@
+"""Building blocks every view uses: the figure + export block, the "How to read this" panel, shared pickers."""
+
+from __future__ import annotations
+
+import html
+
+import plotly.graph_objects as go
+import streamlit as st
+
+import viz
+from explorer.copy import CAVEAT, EXPLANATIONS, escape_markdown
+from explorer.state import bind, presenting
+from model.heads import ATTENTION_KINDS, KIND_TITLES
+from model.trace import Trace
+from viz.export import LessonSection
+
+
+def show_figure(figure: go.Figure, name: str, lesson: list[LessonSection] | None = None, explanation: str = "") -> None:
+    """A chart whose toolbar camera button downloads it as ``name``.png, enlarged in presenter mode.
+
+    With ``lesson``, the chart (at normal size) and ``explanation`` also go into the lesson export.
+    """
+    shown = viz.enlarge(figure) if presenting() else figure
+    st.plotly_chart(shown, theme=None, config=viz.chart_config(name), key=f"chart-{name}")
+    if lesson is not None:
+        lesson.append(LessonSection(html.unescape(figure.layout.title.text or name), explanation, figure))
+
+
+def how_to_read(*topics: str, caveat: bool = True) -> str:
+    """The view's "How to read this" panel (open on a normal page, folded in presenter mode); returns its text."""
+    text = "\n\n".join(EXPLANATIONS[topic] for topic in topics)
+    with st.expander("How to read this", expanded=not presenting(), icon=":material/school:"):
+        st.markdown(text)
+        if caveat:
+            st.caption(CAVEAT)
+    return text
+
+
+def layer_and_head_pickers(stack_shape: tuple[int, ...]) -> tuple[int, int]:
+    """Layer and head of a (layers, heads, ...) attention stack (URL: layer, head)."""
+    n_layers, n_heads = stack_shape[:2]
+    layers, heads = list(range(n_layers)), list(range(n_heads))
+    bind("layer", options=layers)
+    bind("head", options=heads)
+    picker_layer, picker_head = st.columns(2)
+    layer = picker_layer.selectbox("Layer", layers, format_func=lambda n: f"layer {n}", key="layer")
+    head = picker_head.selectbox("Head", heads, format_func=lambda n: f"head {n}", key="head")
+    return layer, head
+
+
+def attention_kind_picker(key: str) -> str:
+    """Encoder self-, decoder self- or cross-attention, as a segmented control bound to the setting ``key``."""
+    bind(key)
+    return st.segmented_control("Attention", ATTENTION_KINDS, format_func=KIND_TITLES.get, required=True, key=key)
+
+
+def module_pickers(trace: Trace) -> tuple[str, int, int]:
+    """Attention kind, layer and head of an experiment that shows one head (URL: module_kind, layer, head)."""
+    kind = attention_kind_picker("module_kind")
+    layer, head = layer_and_head_pickers(trace.attention_stack(kind).shape)
+    return kind, layer, head
+
+
+def translations_markdown(rows: list[tuple[str, str]]) -> str:
+    """Labelled translations, one per line; the texts escaped (they come from the user and the model)."""
+    return "  \n".join(f"**{label}:** {escape_markdown(text) or '(empty)'}" for label, text in rows)
+
+
+def show_translations(rows: list[tuple[str, str]], title: str, lesson: list[LessonSection]) -> None:
+    st.markdown(translations_markdown(rows))
+    lesson.append(LessonSection(title, rows=rows))

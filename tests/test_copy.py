@@ -1,0 +1,21 @@
+"""The words on the page (explorer.copy): card summaries, example sentences, and text shown literally."""
+
+from __future__ import annotations
+
+from explorer.copy import bleu_scores, describe_card, escape_markdown, example_sentences
+
+
+def test_card_summary_and_examples():
+    card = {"source_language": "de", "target_language": "en", "parameters": 2349056,
+            "test_2016_flickr": {"bleu": 35.04, "bleu_lowercase": 36.0}, "valid_bleu_greedy": 33.2}  # fmt: skip
+    assert bleu_scores(card) == {"test_2016_flickr": 35.04}  # the greedy validation score only when nothing else
+    assert bleu_scores({"valid_bleu_greedy": 33.2}) == {"valid (greedy)": 33.2}
+    assert bleu_scores({"scores": {"val": {"bleu": 31.8}, "test_2016_flickr": {"bleu": 32.9}}}) == {
+        "val": 31.8,
+        "test_2016_flickr": 32.9,
+    }
+    summary = describe_card(card)
+    assert "German → English" in summary and "2,349,056 parameters" in summary and "35.0" in summary
+    assert "no BLEU" in describe_card({})
+    assert example_sentences("de")[0].startswith("Ein") and example_sentences(None)[0].startswith("A man")
+    assert escape_markdown("*a* <b>") == "\\*a\\* \\<b\\>"
