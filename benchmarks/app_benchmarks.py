@@ -300,7 +300,7 @@ def app_reruns(ctx: Context, which: tuple[str, ...]) -> list[Record]:
         if "app_edit_ms" in which:
 
             def edit() -> None:
-                app.text_area(key="sentence").input(next(texts))
+                app.text_input(key="sentence").input(next(texts))
                 _run_app(app)
 
             paired = alternate(edit, noop, repeats, 1)

@@ -81,8 +81,8 @@ class PageClient:
                     raise RuntimeError(f"app.py raised: {element.exception.message}")
                 if element_type == "dataframe":
                     self.tables.add(hash(element.dataframe.SerializeToString()))
-                if element_type == "text_area" and element.text_area.label == "Source sentence":
-                    self.sentence_widget_id = element.text_area.id
+                if element_type == "text_input" and element.text_input.label == "Source sentence":
+                    self.sentence_widget_id = element.text_input.id
             if kind == "script_finished":
                 if forward.script_finished == ForwardMsg.FINISHED_WITH_COMPILE_ERROR:
                     raise RuntimeError("app.py failed to compile")

@@ -124,7 +124,14 @@ def describe_card(card: dict[str, Any]) -> str:
     if isinstance(card.get("parameters"), int):
         parts.append(f"{card['parameters']:,} parameters")
     scores = bleu_scores(card)
-    if scores:
+    toy = card.get("toy_task") if isinstance(card.get("toy_task"), dict) else {}
+    exact = toy.get("held_out_exact_match")
+    if isinstance(exact, (int, float)):
+        # a toy task has one right answer: BLEU would only restate how often it is found
+        held_out = toy.get("held_out_pairs")
+        inputs = f"{held_out:,} new inputs" if isinstance(held_out, int) else "new inputs"
+        parts.append(f"gets {100 * exact:.1f}% of {inputs} exactly right")
+    elif scores:
         parts.append("BLEU " + ", ".join(f"{score:.1f} ({escape_markdown(name)})" for name, score in scores.items()))
     else:
         parts.append("no BLEU score on its card")
@@ -194,6 +201,7 @@ EXPLANATIONS: dict[str, str] = {
         "the bars show the most likely ones. Below: where this step looks in the source "
         "(cross-attention) and in its own output so far (decoder self-attention)."
     ),
+    "sentence": "Type a sentence and press Enter: the model translates it and every view shows its attention.",
     "teacher_forcing": (
         "With teacher forcing you type the target yourself: the model reads your tokens instead of "
         "its own, and you see the attention and probabilities it gives them."

@@ -41,7 +41,7 @@ def source_section(card: dict) -> tuple[str, str | None]:
             on_change=use_example,
         )
     bind("sentence", examples[0])
-    text = st.text_area("Source sentence", key="sentence", height=80)
+    text = st.text_input("Source sentence", key="sentence", help=EXPLANATIONS["sentence"])
     bind("teacher_forcing")
     bind("target")
     if not presenting():

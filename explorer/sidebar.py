@@ -8,6 +8,7 @@ from pathlib import Path
 
 import streamlit as st
 
+from explorer import views
 from explorer.compute import ModelKey, folder_stamp, list_checkpoints, load_translator
 from explorer.context import Display
 from explorer.copy import DEVICE_NAMES, EXPLANATIONS, describe_card, escape_markdown
@@ -19,11 +20,11 @@ CHECKPOINTS_ENV = "ATTENTION_EXPLORER_CHECKPOINTS"
 DEFAULT_CHECKPOINT = "multi30k-en-de"
 REPO = Path(__file__).resolve().parents[1]
 # Presenter mode: larger text everywhere (Streamlit sizes text in rem) and the full width for the view.
-# The header stays: it holds the button that opens a collapsed sidebar. A constant: no user text
-# ever reaches st.html.
+# The header stays: it holds the button that opens a collapsed sidebar; the top padding keeps the
+# slide's first line below it (3.75rem high). A constant: no user text ever reaches st.html.
 PRESENTER_CSS = """<style>
 html { font-size: 22px; }
-[data-testid="stMainBlockContainer"] { padding: 1rem 2rem; max-width: none; }
+[data-testid="stMainBlockContainer"] { padding: 4.5rem 2rem 1rem; max-width: none; }
 [data-testid="stMarkdownContainer"] h3 { font-size: 2.2rem; }
 </style>"""
 
@@ -40,9 +41,17 @@ def checkpoints_dir() -> Path:
     return Path(os.environ.get(CHECKPOINTS_ENV) or REPO / "checkpoints")
 
 
+def start_lesson() -> None:
+    """Presenter mode begins the lesson at its first view (the decoding steps) and its first step, where the
+    arrow keys step through the translation; leaving it keeps the view on screen."""
+    if st.session_state.presenter:
+        st.session_state.view = views.choices(presenting=True)[0]
+        st.session_state.step = 0
+
+
 def presenter_toggle() -> None:
     bind("presenter")
-    st.sidebar.toggle("Presenter mode", key="presenter", help=EXPLANATIONS["presenter"])
+    st.sidebar.toggle("Presenter mode", key="presenter", help=EXPLANATIONS["presenter"], on_change=start_lesson)
     if presenting():
         st.html(PRESENTER_CSS)
 

@@ -176,5 +176,5 @@ def test_a_page_run_waits_for_its_turn_and_then_draws_the_page(monkeypatch, tiny
     for thread in [*holders, run]:
         thread.join(timeout=60)
     assert not run.is_alive() and not app.exception
-    assert app.text_area(key="sentence").value  # the whole page was drawn once admitted
+    assert app.text_input(key="sentence").value  # the whole page was drawn once admitted
     assert not gate.is_full()

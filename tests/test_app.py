@@ -46,7 +46,7 @@ def translation_shown(app: AppTest) -> str:
 def test_starts_and_shows_translation_tokens_and_figures(app, checkpoints):
     assert_ok(app)
     translator = load_checkpoint(checkpoints / "tiny-en-de", device="cpu")
-    sentence = app.text_area(key="sentence").value
+    sentence = app.text_input(key="sentence").value
     expected = translator.trace(sentence, beam_size=1)
     assert translation_shown(app) == expected.translation
     assert app.selectbox(key="checkpoint").value == "tiny-en-de"  # no multi30k-en-de here: the first valid folder
@@ -76,7 +76,7 @@ def test_every_chart_exports_png(app):
 def test_editing_the_sentence_changes_translation_and_figures(app, checkpoints):
     before_translation = translation_shown(app)
     before_specs = chart_specs(app)
-    app.text_area(key="sentence").input(SHORT_SENTENCE).run()
+    app.text_input(key="sentence").input(SHORT_SENTENCE).run()
     assert_ok(app)
     expected = load_checkpoint(checkpoints / "tiny-en-de", device="cpu").trace(SHORT_SENTENCE, beam_size=1)
     assert translation_shown(app) == expected.translation != before_translation
@@ -91,7 +91,7 @@ def test_example_picker_fills_the_sentence(app):
     example = app.selectbox(key="example").options[1]
     app.selectbox(key="example").set_value(example).run()
     assert_ok(app)
-    assert app.text_area(key="sentence").value == example
+    assert app.text_input(key="sentence").value == example
     assert app.selectbox(key="example").value is None  # ready to pick again
 
 
@@ -147,7 +147,7 @@ def test_head_view_draws_the_chosen_heads_and_query(app):
 
 def test_cross_attention_view_merges_words_and_hides_specials(app):
     sentence = "a man rides a blue bike in the park."  # words the toy tokenizer knows, so no <unk>
-    app.text_area(key="sentence").input(sentence).run()
+    app.text_input(key="sentence").input(sentence).run()
     app.segmented_control(key="view").set_value("cross").run()
     app.toggle(key="merge_words").set_value(True).run()
     app.toggle(key="show_special").set_value(False).run()
@@ -224,7 +224,7 @@ def test_stepping_and_switching_views_never_run_the_model_again(app, monkeypatch
     app.toggle(key="merge_words").set_value(True).run()
     assert_ok(app)
     assert runs == []
-    app.text_area(key="sentence").input("a cat sits on the red ball in the water.").run()
+    app.text_input(key="sentence").input("a cat sits on the red ball in the water.").run()
     assert runs == [("a cat sits on the red ball in the water.",)]
 
 

@@ -129,7 +129,7 @@ def test_whatif_says_when_a_typed_word_is_several_pieces_on_the_shipped_checkpoi
     app.run()
     assert_ok(app)
     shipped = load_checkpoint(folder, device="cpu")
-    page_trace = shipped.trace(app.text_area(key="sentence").value, beam_size=1)
+    page_trace = shipped.trace(app.text_input(key="sentence").value, beam_size=1)
     forked = shipped.fork(page_trace, 0, "Katzen")
     assert len(forked.settings["fork"]["token_ids"]) > 1
     assert [info.value for info in app.info] == [escape_markdown(forked.settings["fork"]["notice"])]
@@ -241,7 +241,7 @@ def test_example_pair_fills_both_sentences(new_app):
     app.selectbox(key="pair_example").set_value(0).run()
     assert_ok(app)
     first, second = EXAMPLE_PAIRS["en"][0]
-    assert (app.text_area(key="sentence").value, app.text_input(key="pair_sentence").value) == (first, second)
+    assert (app.text_input(key="sentence").value, app.text_input(key="pair_sentence").value) == (first, second)
     assert app.selectbox(key="pair_example").value is None  # a menu: ready to pick again
     assert app.query_params["pair_sentence"] == second and chart_titled(app, "cross attention, layer 0, head 0: “")
 
@@ -360,7 +360,7 @@ def test_a_toy_checkpoint_offers_its_cards_examples(monkeypatch, checkpoints):
     app.run()
     assert_ok(app)
     assert app.selectbox(key="example").options == card["examples"]
-    assert app.text_area(key="sentence").value in card["examples"]
+    assert app.text_input(key="sentence").value in card["examples"]
     captions = [caption.value for caption in app.sidebar.caption]
     assert any(caption.startswith("Symbol sequence → The sequence reversed") for caption in captions)
 

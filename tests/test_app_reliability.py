@@ -95,7 +95,7 @@ def translator(tiny_checkpoint):
 @pytest.mark.parametrize("name", BAD_INPUTS)
 def test_bad_input_shows_a_translation_or_a_message(page, translator, name):
     text = as_sent_by_browser(BAD_INPUTS[name])
-    page.text_area(key="sentence").input(text).run()
+    page.text_input(key="sentence").input(text).run()
     assert_ok(page)
     assert_no_markup_rendered(page)
     notices = [match for warning in page.warning if (match := TRUNCATION_NOTICE.search(warning.value))]
@@ -118,7 +118,7 @@ def test_bad_input_shows_a_translation_or_a_message(page, translator, name):
 
 @pytest.mark.parametrize("name", ["10,000 characters", "same token 300 times"])
 def test_over_long_input_is_cut_with_a_notice(page, name):
-    page.text_area(key="sentence").input(BAD_INPUTS[name]).run()
+    page.text_input(key="sentence").input(BAD_INPUTS[name]).run()
     assert_ok(page)
     notices = [match for warning in page.warning if (match := TRUNCATION_NOTICE.search(warning.value))]
     assert len(notices) == 1 and int(notices[0].group(1)) >= 300
@@ -144,7 +144,7 @@ def test_markup_in_source_pieces_output_and_forced_target_is_shown_as_text(monke
     text = BAD_INPUTS[name]
     app = AppTest.from_file(APP, default_timeout=60).run()
     app.number_input(key="max_len").set_value(8).run()
-    app.text_area(key="sentence").input(text).run()
+    app.text_input(key="sentence").input(text).run()
     assert_ok(app)
     expected = translator.trace(text, beam_size=1, max_len=8)
     assert any(set(piece) & set("<>*`#[") for piece in expected.source_pieces)  # markup really reaches the pieces

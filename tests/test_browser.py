@@ -104,10 +104,10 @@ def test_translates_redraws_and_steps(server, driver, translator):
     from selenium.webdriver.common.by import By
     from selenium.webdriver.common.keys import Keys
 
-    box = driver.find_element(By.CSS_SELECTOR, "textarea[aria-label='Source sentence']")
+    box = driver.find_element(By.CSS_SELECTOR, "input[aria-label='Source sentence']")
     box.send_keys(Keys.CONTROL, "a")
     box.send_keys(NEW_SENTENCE)
-    box.send_keys(Keys.CONTROL, Keys.ENTER)  # Streamlit applies a text area on Ctrl+Enter
+    box.send_keys(Keys.ENTER)  # plain Enter translates
     second = translator.trace(NEW_SENTENCE, beam_size=1)
     new_labels = display_labels(second.source_pieces)
     wait_until(driver, lambda d: (chart(d, "Encoder self-attention") or {}).get("x") == new_labels, "chart not redrawn")
@@ -143,7 +143,7 @@ def test_trace_downloads_as_json(server, driver, translator, tmp_path):
 def driver_sentence(driver) -> str | None:
     from selenium.webdriver.common.by import By
 
-    boxes = driver.find_elements(By.CSS_SELECTOR, "textarea[aria-label='Source sentence']")
+    boxes = driver.find_elements(By.CSS_SELECTOR, "input[aria-label='Source sentence']")
     return boxes[0].get_attribute("value") if boxes else None
 
 
@@ -190,15 +190,15 @@ def edit_sentence(driver, sentence: str) -> None:
     from selenium.webdriver.common.by import By
     from selenium.webdriver.common.keys import Keys
 
-    box = driver.find_element(By.CSS_SELECTOR, "textarea[aria-label='Source sentence']")
+    box = driver.find_element(By.CSS_SELECTOR, "input[aria-label='Source sentence']")
     box.send_keys(Keys.CONTROL, "a")
     box.send_keys(sentence)
-    box.send_keys(Keys.CONTROL, Keys.ENTER)
+    box.send_keys(Keys.ENTER)
 
 
 # One round trip for everything a classroom page is checked on: ten pages poll at once on two cores.
 READ_PAGE = """
-const box = document.querySelector("textarea[aria-label='Source sentence']");
+const box = document.querySelector("input[aria-label='Source sentence']");
 const heading = document.querySelector("[data-testid='stMarkdownContainer'] h3");
 const step = Array.from(document.querySelectorAll('p > strong'))
     .find(strong => strong.innerText.trim().startsWith('Step '));
@@ -297,12 +297,12 @@ def test_classroom_of_ten_pages_then_a_server_restart(browser_ready, tiny_checkp
 # Sets the sentence box the way typing does (React's value setter, an input event, then blur), so that
 # characters chromedriver cannot type (outside the BMP, NUL, lone surrogates) still reach the page.
 SET_SENTENCE = """
-const box = document.querySelector("textarea[aria-label='Source sentence']");
+const box = document.querySelector("input[aria-label='Source sentence']");
 box.focus();
 const text = String.fromCharCode(...arguments[0]);  // UTF-16 code units: NUL and lone surrogates survive
-Object.getOwnPropertyDescriptor(HTMLTextAreaElement.prototype, 'value').set.call(box, text);
+Object.getOwnPropertyDescriptor(HTMLInputElement.prototype, 'value').set.call(box, text);
 box.dispatchEvent(new Event('input', {bubbles: true}));
-box.blur();  // Streamlit commits a text area on blur (as on Ctrl+Enter)
+box.blur();  // Streamlit commits a text input on blur (as on Enter)
 """
 # The rerun has finished and the page shows a translation or the message asking for a sentence.
 PAGE_SETTLED = """

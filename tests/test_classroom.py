@@ -90,7 +90,7 @@ def page_state(app: AppTest) -> dict:
     """What a student sees: the widgets that hold the shareable state, and the chart titles."""
     return {
         "checkpoint": app.selectbox(key="checkpoint").value,
-        "sentence": app.text_area(key="sentence").value,
+        "sentence": app.text_input(key="sentence").value,
         "view": app.segmented_control(key="view").value,
         "layer": app.selectbox(key="layer").value,
         "head": app.selectbox(key="head").value,
@@ -150,7 +150,7 @@ def test_a_url_opens_the_page_in_exactly_that_state(new_app, checkpoints):
 
 def test_changing_the_state_updates_the_url_and_that_url_reopens_it(app, new_app):
     assert app.query_params == {}  # the defaults need no parameters
-    app.text_area(key="sentence").input(SENTENCE).run()
+    app.text_input(key="sentence").input(SENTENCE).run()
     assert app.query_params == {"sentence": SENTENCE}
     app.segmented_control(key="view").set_value("decoder").run()
     app.selectbox(key="layer").set_value(1).run()
@@ -301,13 +301,18 @@ def test_back_and_forward_restore_the_state_of_each_url(app):
 
 def test_presenter_mode_shows_one_view_large_with_keyboard_steps(app, new_app, checkpoints):
     app.toggle(key="merge_words").set_value(True).run()
+    app.segmented_control(key="view").set_value("cross").run()
+    app.button(key="step_next").click().run()
     normal_sidebar = [header.value for header in app.sidebar.header]
-    app.toggle(key="presenter").set_value(True).run()
+    app.toggle(key="presenter").set_value(True).run()  # the lesson starts: first view, first step
     assert_ok(app)
     assert normal_sidebar == ["Model", "Decoding", "Display"] and [h.value for h in app.sidebar.header] == ["Model"]
     assert not app.dataframe and not app.get("download_button") and not app.title
-    assert chart_titles(app) == ["Encoder self-attention: layer 0, head 0"]  # the view on screen, alone
-    assert app.query_params == {"view": "encoder", "presenter": "true", "merge_words": "true"}
+    assert app.segmented_control(key="view").value == "steps" and app.session_state["step"] == 0
+    assert chart_titles(app)[0] == "Step 1: most likely next tokens"  # the view on screen, alone
+    assert app.query_params == {"presenter": "true", "merge_words": "true"}
+    app.button(key="step_next").click().run()
+    assert chart_titles(app)[0] == "Step 2: most likely next tokens" and app.query_params["step"] == "1"
     app = new_app(presenter="true", merge_words="true").run()  # a presenter link opens on the decoding steps
     assert app.segmented_control(key="view").value == "steps"
     assert chart_titles(app) == [
@@ -317,7 +322,7 @@ def test_presenter_mode_shows_one_view_large_with_keyboard_steps(app, new_app, c
     ]
     chart = chart_titled(app, "Cross-attention of this step")
     assert chart["layout"]["font"]["size"] == pytest.approx(12 * viz.presenter.PRESENTER_SCALE)
-    trace = translator(checkpoints).trace(app.text_area(key="sentence").value, beam_size=1)
+    trace = translator(checkpoints).trace(app.text_input(key="sentence").value, beam_size=1)
     words = viz.select_tokens(trace.attention_stack("cross")[1, :, 0], None, trace.source_pieces, merge_words=True)
     assert chart["layout"]["xaxis"]["ticktext"] == words.key_labels  # merge_words kept while its toggle is hidden
     shortcuts = {key: app.button(key=key).proto.shortcut for key in ("step_first", "step_previous", "step_next")}
@@ -343,7 +348,7 @@ def test_how_to_read_panels_carry_the_caveat_on_every_attention_view(app):
 
 
 def test_quiz_hides_the_answer_then_reveals_and_scores(app, checkpoints):
-    app.text_area(key="sentence").input(SENTENCE).run()
+    app.text_input(key="sentence").input(SENTENCE).run()
     app.segmented_control(key="view").set_value("quiz").run()
     assert_ok(app)
     assert chart_titles(app) == []  # no step section, no output probabilities: they would give the answers away
@@ -407,7 +412,7 @@ def test_shipped_default_checkpoint_has_its_snapshots():
 
 
 def test_evolution_view_shows_the_same_head_at_each_stage_and_each_translation(app, checkpoints):
-    app.text_area(key="sentence").input(SENTENCE).run()
+    app.text_input(key="sentence").input(SENTENCE).run()
     app.segmented_control(key="view").set_value("evolution").run()
     app.segmented_control(key="evolution_kind").set_value("decoder").run()
     app.selectbox(key="layer").set_value(1).run()
@@ -464,7 +469,7 @@ def test_enlarge_scales_fonts_and_height_and_leaves_the_original():
 
 
 def test_lesson_export_holds_the_charts_on_screen(app, lesson_files, checkpoints):
-    app.text_area(key="sentence").input(SENTENCE).run()
+    app.text_input(key="sentence").input(SENTENCE).run()
     app.button(key="step_next").click().run()
     app.segmented_control(key="view").set_value("cross").run()
     assert_ok(app)

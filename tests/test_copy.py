@@ -19,3 +19,11 @@ def test_card_summary_and_examples():
     assert "no BLEU" in describe_card({})
     assert example_sentences("de")[0].startswith("Ein") and example_sentences(None)[0].startswith("A man")
     assert escape_markdown("*a* <b>") == "\\*a\\* \\<b\\>"
+
+
+def test_a_toy_card_says_how_often_it_is_exactly_right_instead_of_a_bleu_label():
+    card = {"source_language": "seq", "target_language": "rev", "valid_bleu_greedy": 99.97,
+            "toy_task": {"held_out_pairs": 1000, "held_out_exact_match": 0.999}}  # fmt: skip
+    summary = describe_card(card)
+    assert "gets 99.9% of 1,000 new inputs exactly right" in summary
+    assert "BLEU" not in summary

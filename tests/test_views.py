@@ -36,7 +36,7 @@ def test_importing_app_draws_nothing_and_a_view_renders_alone(monkeypatch, tiny_
     monkeypatch.setenv(CHECKPOINT_ENV, str(tiny_checkpoint))
     app = AppTest.from_function(positional_view_alone, default_timeout=60).run()
     assert_ok(app)
-    assert not app.title and not app.text_area and not app.sidebar.children  # nothing of the page around the view
+    assert not app.title and not app.text_input and not app.sidebar.children  # nothing of the page around the view
     assert chart_titles(app) == [
         "Positional encoding added at each position",
         "Chosen dimensions along the sentence",
