@@ -154,14 +154,16 @@ EXPLANATIONS: dict[str, str] = {
         "specialise: one looks at the previous word, one at the next, one at the end of the sentence."
     ),
     "decoder": (
-        "**Decoder self-attention.** While writing the translation, each target position may only "
-        "read from the target tokens written so far (a *causal mask*): the upper-right triangle is "
-        "empty. Row t is the decoder input at step t, which predicts the next token."
+        "**Decoder self-attention.** While writing the translation, each step may only read the "
+        "tokens written before it (a *causal mask*): the upper-right triangle is empty. Row = the "
+        "output token written at that step (hover: the decoder input it read, `<s>` at the first "
+        "step), column = the output so far as the decoder reads it, `<s>` first."
     ),
     "cross": (
-        "**Cross-attention.** This is where the translation looks at the source. Row = the target "
-        "position being written, column = a source token. In a trained model, strong weights often "
-        "follow the word alignment between the two languages — but not always."
+        "**Cross-attention.** This is where the translation looks at the source. Row = the output "
+        "token written at that step (hover: the decoder input it read), column = the source piece "
+        "attended to; each row sums to 1. In a trained model, strong weights often follow the word "
+        "alignment between the two languages — but not always."
     ),
     "positional": (
         "**Positional encoding.** Attention by itself ignores word order, so a fixed pattern of "

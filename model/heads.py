@@ -28,6 +28,16 @@ _MODULE_NAME = re.compile(r"(encoder|decoder)\.layers\.(\d+)\.(self_attn|cross_a
 _KIND_OF_MODULE = {module: kind for kind, module in _MODULES.items()}
 
 
+def head_title(kind: str, layer: int, head: int | None = None) -> str:
+    """A head (or a layer's attention of one kind) in plain words, as a student reads it in a title:
+    head_title("cross", 2, 1) -> "Decoder layer 2 – cross-attention – head 1" (layers and heads from 0, as in the
+    pickers and links)."""
+    stack, _ = _MODULES[check_kind(kind)]
+    what = "cross-attention" if kind == "cross" else "self-attention"
+    words = f"{stack.capitalize()} layer {layer} – {what}"
+    return words if head is None else f"{words} – head {head}"
+
+
 def check_kind(kind: str) -> str:
     """``kind`` itself when it is "encoder", "decoder" or "cross"; a ValueError otherwise."""
     if kind not in ATTENTION_KINDS:

@@ -226,10 +226,10 @@ def test_minimal_pair_shows_both_translations_and_the_difference(new_app, transl
     both = next(
         spec
         for spec in chart_specs(app)
-        if spec["layout"]["title"]["text"] == "encoder self attention, layer 1, head 3"
+        if spec["layout"]["title"]["text"] == "Encoder layer 1 – self-attention – head 3"
     )
     assert [plotly_array(data["z"]).shape for data in both["data"]] == [pair.first.shape, pair.second.shape]
-    difference = chart_titled(app, "encoder self attention, layer 1, head 3: “")
+    difference = chart_titled(app, "Encoder layer 1 – self-attention – head 3: “")
     assert np.allclose(plotly_array(difference["data"][0]["z"]), pair.difference, atol=1e-6)
     assert len(pair.keys.pieces) < len(pair.second_key_pieces)  # the changed words are left out
 
@@ -243,7 +243,9 @@ def test_example_pair_fills_both_sentences(new_app):
     first, second = EXAMPLE_PAIRS["en"][0]
     assert (app.text_input(key="sentence").value, app.text_input(key="pair_sentence").value) == (first, second)
     assert app.selectbox(key="pair_example").value is None  # a menu: ready to pick again
-    assert app.query_params["pair_sentence"] == second and chart_titled(app, "cross attention, layer 0, head 0: “")
+    assert app.query_params["pair_sentence"] == second and chart_titled(
+        app, "Decoder layer 0 – cross-attention – head 0: “"
+    )
 
 
 def test_switching_heads_off_shows_both_translations_and_the_importance_heatmap(new_app, translator, original):
@@ -278,7 +280,7 @@ def test_word_order_experiments_show_both_translations(new_app, translator):
     assert shown["Original"] == as_shown(without.original.translation)
     assert shown["Without positional encoding"] == as_shown(without.modified.translation)
     assert chart_titled(app, "Translation without positional encoding")
-    assert chart_titled(app, "decoder.layers.0.cross_attn, head 0: original vs without positional encoding")
+    assert chart_titled(app, "Decoder layer 0 – cross-attention – head 0: original vs without positional encoding")
     app.segmented_control(key="pe_experiment").set_value("shuffle").run()
     app.number_input(key="pe_seed").set_value(2).run()
     assert_ok(app)
@@ -286,7 +288,7 @@ def test_word_order_experiments_show_both_translations(new_app, translator):
     shown = translations_shown(app)
     assert shown["Shuffled sentence"] == escape_markdown(shuffle_source_words(SENTENCE, 2)) != escape_markdown(SENTENCE)
     assert shown["Source words shuffled"] == as_shown(shuffled.modified.translation)
-    both = chart_titled(app, "decoder.layers.0.cross_attn, head 0: original vs source words shuffled")
+    both = chart_titled(app, "Decoder layer 0 – cross-attention – head 0: original vs source words shuffled")
     module = "decoder.layers.0.cross_attn"
     for data, trace in zip(both["data"], (shuffled.original, shuffled.modified), strict=True):
         assert np.allclose(plotly_array(data["z"]), trace.attention[module][0], atol=1e-6)

@@ -83,9 +83,7 @@ def step_text(driver) -> str:
 
 def load_page(driver, url: str) -> None:
     driver.get(url)
-    wait_until(
-        driver, lambda d: chart(d, "Encoder self-attention") and translation_text(d), "page never drew its charts"
-    )
+    wait_until(driver, lambda d: chart(d, "Encoder layer") and translation_text(d), "page never drew its charts")
 
 
 def console_errors(driver) -> list[dict]:
@@ -97,7 +95,7 @@ def test_translates_redraws_and_steps(server, driver, translator):
     load_page(driver, server)
     first = translator.trace(driver_sentence(driver), beam_size=1)
     assert translation_text(driver) == first.translation
-    assert chart(driver, "Encoder self-attention")["x"] == display_labels(first.source_pieces)
+    assert chart(driver, "Encoder layer")["x"] == display_labels(first.source_pieces)
     OUTPUT.mkdir(exist_ok=True)
     driver.save_screenshot(str(OUTPUT / "browser-main-view.png"))
 
@@ -110,7 +108,7 @@ def test_translates_redraws_and_steps(server, driver, translator):
     box.send_keys(Keys.ENTER)  # plain Enter translates
     second = translator.trace(NEW_SENTENCE, beam_size=1)
     new_labels = display_labels(second.source_pieces)
-    wait_until(driver, lambda d: (chart(d, "Encoder self-attention") or {}).get("x") == new_labels, "chart not redrawn")
+    wait_until(driver, lambda d: (chart(d, "Encoder layer") or {}).get("x") == new_labels, "chart not redrawn")
     wait_until(driver, lambda d: translation_text(d) == second.translation, "translation not updated")
 
     assert step_text(driver).startswith("Step 1 of")
@@ -119,7 +117,7 @@ def test_translates_redraws_and_steps(server, driver, translator):
     read_so_far = display_labels(second.target_pieces[:2])  # <s> and the first output token
     wait_until(
         driver,
-        lambda d: (chart(d, "Decoder self-attention of this step") or {}).get("x") == read_so_far,
+        lambda d: (chart(d, "Self-attention at this step") or {}).get("x") == read_so_far,
         "the step's decoder self-attention was not redrawn",
     )
     driver.save_screenshot(str(OUTPUT / "browser-after-step.png"))
@@ -203,7 +201,7 @@ const heading = document.querySelector("[data-testid='stMarkdownContainer'] h3")
 const step = Array.from(document.querySelectorAll('p > strong'))
     .find(strong => strong.innerText.trim().startsWith('Step '));
 const encoder = Array.from(document.querySelectorAll('.js-plotly-plot'))
-    .find(gd => ((gd.layout.title && gd.layout.title.text) || '').startsWith('Encoder self-attention'));
+    .find(gd => ((gd.layout.title && gd.layout.title.text) || '').startsWith('Encoder layer'));
 return {
     sentence: box ? box.value : null,
     translation: heading ? heading.innerText.trim() : null,

@@ -142,9 +142,9 @@ def test_a_url_opens_the_page_in_exactly_that_state(new_app, checkpoints):
     assert app.slider(key="beam_size").value == 3
     assert any(markdown.value == f"### {escape_markdown(expected.translation)}" for markdown in app.markdown)
     assert step_heading(app).startswith(f"**Step 3 of {expected.n_steps}.**")
-    cross = chart_titled(app, "Cross-attention: layer 1, head 2")
+    cross = chart_titled(app, "Decoder layer 1 – cross-attention – head 2")
     assert cross["layout"]["xaxis"]["ticktext"] == SENTENCE.split() + [viz.display_piece("</s>")]  # merged words
-    assert chart_titled(app, "Cross-attention of this step over the source, layer 0")
+    assert chart_titled(app, "Cross-attention at this step – decoder layer 0")
     assert app.query_params == query  # every value was valid, so the URL stays as it was
 
 
@@ -317,10 +317,10 @@ def test_presenter_mode_shows_one_view_large_with_keyboard_steps(app, new_app, c
     assert app.segmented_control(key="view").value == "steps"
     assert chart_titles(app) == [
         "Step 1: most likely next tokens",
-        "Cross-attention of this step over the source, layer 1",
-        "Decoder self-attention of this step, layer 1",
+        "Cross-attention at this step – decoder layer 1",
+        "Self-attention at this step – decoder layer 1",
     ]
-    chart = chart_titled(app, "Cross-attention of this step")
+    chart = chart_titled(app, "Cross-attention at this step")
     assert chart["layout"]["font"]["size"] == pytest.approx(12 * viz.presenter.PRESENTER_SCALE)
     trace = translator(checkpoints).trace(app.text_input(key="sentence").value, beam_size=1)
     words = viz.select_tokens(trace.attention_stack("cross")[1, :, 0], None, trace.source_pieces, merge_words=True)
@@ -329,7 +329,7 @@ def test_presenter_mode_shows_one_view_large_with_keyboard_steps(app, new_app, c
     assert shortcuts == {"step_first": "home", "step_previous": "left", "step_next": "right"}  # normalised
     assert [element.proto.body for element in app.get("html")] == [PRESENTER_CSS]  # the only raw HTML
     app.segmented_control(key="view").set_value("cross").run()
-    assert chart_titles(app) == ["Cross-attention: layer 0, head 0"]
+    assert chart_titles(app) == ["Decoder layer 0 – cross-attention – head 0"]
     app.toggle(key="presenter").set_value(False).run()
     assert app.toggle(key="merge_words").value is True and app.segmented_control(key="view").value == "cross"
 
@@ -418,7 +418,7 @@ def test_evolution_view_shows_the_same_head_at_each_stage_and_each_translation(a
     app.selectbox(key="layer").set_value(1).run()
     app.selectbox(key="head").set_value(2).run()
     assert_ok(app)
-    figure = chart_titled(app, "Decoder self-attention: layer 1, head 2, during training")
+    figure = chart_titled(app, "Decoder layer 1 – self-attention – head 2 – during training")
     assert [note["text"] for note in figure["layout"]["annotations"]] == [
         "untrained (update 0)",
         "early in training (update 10)",
@@ -520,17 +520,17 @@ def test_back_and_forward_in_chromium_walk_through_steps_and_views(browser_ready
         chromium(Path(tempfile.mkdtemp(prefix="chromium-profile-"))) as driver,
     ):
         driver.get(f"{url}/?checkpoint=toy-plain-en-de")
-        wait_for(driver, "?checkpoint=toy-plain-en-de", 0, "Encoder self-attention")
+        wait_for(driver, "?checkpoint=toy-plain-en-de", 0, "Encoder layer")
         click_button(driver, "Next")
-        wait_for(driver, "?checkpoint=toy-plain-en-de&step=1", 1, "Encoder self-attention")
+        wait_for(driver, "?checkpoint=toy-plain-en-de&step=1", 1, "Encoder layer")
         ActionChains(driver).send_keys(Keys.ARROW_RIGHT).perform()  # the Next button's shortcut
-        wait_for(driver, "?checkpoint=toy-plain-en-de&step=2", 2, "Encoder self-attention")
+        wait_for(driver, "?checkpoint=toy-plain-en-de&step=2", 2, "Encoder layer")
         click_button(driver, "Cross-attention")
-        wait_for(driver, "?checkpoint=toy-plain-en-de&view=cross&step=2", 2, "Cross-attention: layer 0")
+        wait_for(driver, "?checkpoint=toy-plain-en-de&view=cross&step=2", 2, "Decoder layer 0 – cross-attention")
         driver.back()
-        wait_for(driver, "?checkpoint=toy-plain-en-de&step=2", 2, "Encoder self-attention")
+        wait_for(driver, "?checkpoint=toy-plain-en-de&step=2", 2, "Encoder layer")
         driver.back()
-        wait_for(driver, "?checkpoint=toy-plain-en-de&step=1", 1, "Encoder self-attention")
+        wait_for(driver, "?checkpoint=toy-plain-en-de&step=1", 1, "Encoder layer")
         driver.forward()
-        wait_for(driver, "?checkpoint=toy-plain-en-de&step=2", 2, "Encoder self-attention")
+        wait_for(driver, "?checkpoint=toy-plain-en-de&step=2", 2, "Encoder layer")
         assert [entry for entry in driver.get_log("browser") if entry["level"] == "SEVERE"] == []

@@ -154,7 +154,7 @@ def test_side_by_side_maps_share_one_colour_scale_and_are_titled_with_the_transl
     assert [a.text for a in figure.layout.annotations] == ["der Hund beißt", "der Mann beißt"]
     assert list(figure.layout.xaxis.ticktext)[:6] == ["the", "dog", "bit", "·es", "the", "man"]
     assert list(figure.layout.xaxis2.ticktext)[1] == "man"
-    assert "cross attention, layer 0, head 0" in figure.layout.title.text
+    assert "Decoder layer 0 – cross-attention – head 0" in figure.layout.title.text
 
 
 def test_difference_map_is_centred_at_zero_on_aligned_tokens(hand_pair):

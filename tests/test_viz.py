@@ -101,11 +101,33 @@ def test_attention_axes_follow_the_trace(trace):
         len(trace.source_pieces),
         len(trace.source_pieces),
     )
-    cross = viz.attention_axes(trace, "cross")
-    assert cross.query_pieces == trace.decoder_input_pieces and cross.key_pieces == trace.source_pieces
-    assert cross.query_pieces[0] == "<s>"
+    for kind, keys in (("cross", trace.source_pieces), ("decoder", trace.decoder_input_pieces)):
+        axes = viz.attention_axes(trace, kind)
+        # a row is a decoding step, labelled with the token it wrote; the input it read goes in the hover
+        assert axes.query_pieces == trace.target_pieces[1:]
+        assert axes.query_inputs == trace.target_pieces[:-1] and axes.query_inputs[0] == "<s>"
+        assert axes.key_pieces == keys and axes.stack.shape[2:] == (len(axes.query_pieces), len(keys))
+    assert viz.attention_axes(trace, "encoder").query_inputs is None
     with pytest.raises(ValueError, match="kind"):
         viz.attention_axes(trace, "sideways")
+
+
+def test_a_decoder_heatmap_names_each_row_by_what_it_wrote_and_hovers_what_it_read(trace):
+    axes = viz.attention_axes(trace, "cross")
+    figure = viz.head_heatmap(axes, 1, 2, title="t")
+    heatmap = figure.data[0]
+    assert list(figure.layout.yaxis.ticktext) == display_labels(trace.target_pieces[1:])
+    assert [row[0] for row in heatmap.customdata] == display_labels(trace.target_pieces[:-1])
+    assert "after reading %{customdata}" in heatmap.hovertemplate
+    assert figure.layout.yaxis.title.text == "output token (written at this step)"
+    written, read, keys = ["▁Fahr", "rad", "</s>"], ["<s>", "▁Fahr", "rad"], ["▁a", "▁bike", "</s>"]
+    weights = np.full((3, 3), 1 / 3)
+    merged = viz.attention_heatmap(weights, written, keys, merge_words=True, query_inputs=read)
+    assert list(merged.layout.yaxis.ticktext) == ["Fahrrad", display_piece("</s>")]
+    # a word's row read what came before its first piece: <s> for "Fahrrad", "rad" for </s>
+    assert list(merged.data[0].customdata) == [[display_piece("<s>")] * 3, [display_piece("rad")] * 3]
+    hidden = viz.attention_heatmap(weights, written, keys, show_special=False, query_inputs=read)
+    assert [row[0] for row in hidden.data[0].customdata] == [display_piece("<s>"), display_piece("▁Fahr")]
 
 
 def test_grid_has_every_head_of_every_layer(trace):

@@ -23,9 +23,14 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from viz.style import ATTENTION_COLORSCALE, ROW_HEIGHT, base_layout, head_colour, shared_layout, white_figure
-from viz.tokens import TokenAttention, select_tokens
+from viz.tokens import TokenAttention, display_piece, select_tokens
+from viz.trace_views import AttentionAxes
 
 HEATMAP_HOVER = "query %{y} (%{y:d})<br>key %{x} (%{x:d})<br>weight %{z:.4f}<extra></extra>"
+# A decoding step's row: the token it wrote (the row's label) and the decoder input it read (per-cell customdata).
+STEP_HOVER = (
+    "wrote %{y} (row %{y:d})<br>after reading %{customdata}<br>key %{x} (%{x:d})<br>weight %{z:.4f}<extra></extra>"
+)
 OPACITY_LEVELS = 10  # the head view draws lines in this many opacity steps (one plotly trace each)
 
 
@@ -85,31 +90,67 @@ def attention_heatmap(
     show_special: bool = True,
     annotate: bool = False,
     title: str = "",
+    query_inputs: Sequence[str] | None = None,
+    query_title: str = "query (attending)",
+    key_title: str = "key (attended to)",
 ) -> go.Figure:
     """One head's (queries, keys) attention: query tokens down, key tokens across.
 
     ``title`` is plain text (escaped here). The colour scale is square-root bent so small
-    weights show; the hover gives the exact weight.
+    weights show; the hover gives the exact weight. For a decoder's rows (AttentionAxes), the
+    rows are labelled with the token each step wrote, ``query_inputs`` are the decoder inputs
+    those steps read (a merged word's row: the input before its first piece), shown in the hover,
+    and ``query_title``/``key_title`` name the axes.
     """
     attention = select_tokens(weights, query_pieces, key_pieces, merge_words=merge_words, show_special=show_special)
+    hover: dict[str, Any] = {}
+    if query_inputs is not None:
+        read = [display_piece(query_inputs[positions[0]]) for positions in attention.query_positions]
+        hover = {"customdata": [[label] * len(attention.key_labels) for label in read]}
     heatmap = weights_heatmap(
         attention.weights,
         annotate,
-        HEATMAP_HOVER,
+        HEATMAP_HOVER if query_inputs is None else STEP_HOVER,
         colorscale=ATTENTION_COLORSCALE,
         zmin=0.0,
         zmax=1.0,
         colorbar={"title": {"text": "weight"}},
+        **hover,
     )
     x_axis, y_axis = _axis_settings(attention)
     # the whole layout given at construction: updating a built figure costs several times more (plotly's relayout)
     height = 180 + ROW_HEIGHT * len(attention.query_labels)
     layout = {
-        "xaxis": {**x_axis, "title": {"text": "key (attended to)"}},
-        "yaxis": {**y_axis, "title": {"text": "query (attending)"}},
+        "xaxis": {**x_axis, "title": {"text": key_title}},
+        "yaxis": {**y_axis, "title": {"text": query_title}},
         **shared_layout(html.escape(title), height),
     }
     return white_figure(heatmap, layout)
+
+
+def head_heatmap(
+    axes: AttentionAxes,
+    layer: int,
+    head: int,
+    *,
+    merge_words: bool = False,
+    show_special: bool = True,
+    annotate: bool = False,
+    title: str = "",
+) -> go.Figure:
+    """attention_heatmap of one head of a trace's attention (viz.attention_axes), rows and axes named as there."""
+    return attention_heatmap(
+        axes.stack[layer, head],
+        axes.query_pieces,
+        axes.key_pieces,
+        merge_words=merge_words,
+        show_special=show_special,
+        annotate=annotate,
+        title=title,
+        query_inputs=axes.query_inputs,
+        query_title=axes.query_title,
+        key_title=axes.key_title,
+    )
 
 
 def attention_grid(

@@ -20,7 +20,7 @@ from model.analysis.ablation import AblationComparison
 from model.analysis.alignment import TokenDiff
 from model.analysis.importance import HeadImportance
 from model.analysis.positional import PositionalComparison
-from model.heads import KIND_LABELS
+from model.heads import KIND_LABELS, head_title, parse_module_name
 from viz.pairs import pair_heatmaps
 from viz.style import base_layout, head_colour, layer_head_axes, token_rows
 from viz.tokens import display_labels
@@ -200,7 +200,9 @@ def positional_attention_figure(
     """The same head in the original (left) and in the experiment (right), one colour scale, panels titled with
     the translations. For the aligned difference draw ``viz.pairs.pair_difference_heatmap(
     comparison.attention_pair(module_name, head))``."""
-    default = f"{module_name}, head {head}: original vs {EXPERIMENT_LABELS[comparison.experiment]}"
+    default = (
+        f"{head_title(*parse_module_name(module_name), head)}: original vs {EXPERIMENT_LABELS[comparison.experiment]}"
+    )
     return pair_heatmaps(
         comparison.attention_pair(module_name, head),
         merge_words=merge_words,

@@ -13,7 +13,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from model.analysis.pairs import AttentionPair
-from model.heads import KIND_LABELS, parse_module_name
+from model.heads import head_title, parse_module_name
 from viz.attention import HEATMAP_HOVER, token_axes, weights_heatmap
 from viz.style import ATTENTION_COLORSCALE, ROW_HEIGHT, base_layout
 from viz.tokens import TokenAttention, select_tokens
@@ -25,8 +25,7 @@ DIFFERENCE_HOVER = (
 
 
 def _default_title(pair: AttentionPair) -> str:
-    kind, layer = parse_module_name(pair.module)
-    return f"{KIND_LABELS[kind]} attention, layer {layer}, head {pair.head}"
+    return head_title(*parse_module_name(pair.module), pair.head)
 
 
 def _labelled_heatmap(

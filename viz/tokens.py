@@ -85,7 +85,8 @@ class TokenAttention:
     """Attention weights with the tokens of both axes, ready to draw.
 
     ``weights`` is (..., queries, keys). ``query_tokens``/``key_tokens`` are plain text (a
-    piece, or a merged word), ``query_labels``/``key_labels`` the HTML-safe labels drawn.
+    piece, or a merged word), ``query_labels``/``key_labels`` the HTML-safe labels drawn, and
+    ``query_positions`` the piece positions each drawn query row stands for (one, or a word's).
     """
 
     weights: np.ndarray
@@ -93,6 +94,7 @@ class TokenAttention:
     key_tokens: list[str]
     query_labels: list[str]
     key_labels: list[str]
+    query_positions: list[list[int]]
 
 
 def _tokens_and_labels(pieces: Sequence[str], merge_words: bool) -> tuple[list[list[int]], list[str], list[str]]:
@@ -137,7 +139,7 @@ def select_tokens(
     key_tokens = [key_tokens[i] for i in keep_keys]
     key_labels = [key_labels[i] for i in keep_keys]
     if query_pieces is None:
-        return TokenAttention(weights, [], key_tokens, [], key_labels)
+        return TokenAttention(weights, [], key_tokens, [], key_labels, [])
     query_groups, query_tokens, query_labels = _tokens_and_labels(query_pieces, merge_words)
     if merge_words:
         weights = merge_queries(weights, query_groups)
@@ -149,4 +151,5 @@ def select_tokens(
         key_tokens,
         [query_labels[i] for i in keep_queries],
         key_labels,
+        [list(query_groups[i]) for i in keep_queries],
     )

@@ -12,21 +12,38 @@ from model.trace import Trace
 
 @dataclass(frozen=True)
 class AttentionAxes:
+    """An attention stack with the tokens of its rows and columns, and what they are, in words."""
+
     stack: np.ndarray  # (layers, heads, queries, keys)
     query_pieces: list[str]
     key_pieces: list[str]
+    query_inputs: list[str] | None = None  # decoder rows: the decoder input each row read (BOS first)
+    query_title: str = "query (attending)"
+    key_title: str = "key (attended to)"
 
 
 def attention_axes(trace: Trace, kind: str) -> AttentionAxes:
     """The attention of one kind ("encoder", "decoder", "cross") with the tokens on each axis.
 
-    Encoder queries and keys are the source pieces (EOS last); decoder queries are the decoder
-    inputs (BOS first, the last output token left out), which are also the decoder self-attention keys.
+    Encoder rows and columns are the source pieces (EOS last). A decoder row (self- or
+    cross-attention) is one decoding step, labelled with the token that step wrote (the first
+    output piece first, </s> last); ``query_inputs`` holds the decoder input that step read
+    (<s> first), which the hover shows. Decoder self-attention's columns are the decoder inputs:
+    what the output so far is, as the decoder reads it.
     """
     check_kind(kind)
-    queries = trace.source_pieces if kind == "encoder" else trace.decoder_input_pieces
-    keys = trace.source_pieces if kind in ("encoder", "cross") else trace.decoder_input_pieces
-    return AttentionAxes(trace.attention_stack(kind), list(queries), list(keys))
+    stack = trace.attention_stack(kind)
+    if kind == "encoder":
+        pieces = list(trace.source_pieces)
+        return AttentionAxes(stack, pieces, pieces, None, "source piece (updated)", "source piece (read)")
+    inputs = list(trace.decoder_input_pieces)
+    if kind == "cross":
+        keys, key_title = list(trace.source_pieces), "source piece (looked at)"
+    else:
+        keys, key_title = inputs, "output so far (decoder input read)"
+    return AttentionAxes(
+        stack, list(trace.predicted_pieces), keys, inputs, "output token (written at this step)", key_title
+    )
 
 
 @dataclass(frozen=True)

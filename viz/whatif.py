@@ -8,11 +8,12 @@ from typing import Any
 import numpy as np
 import plotly.graph_objects as go
 
-from model.heads import module_kind
+from model.heads import head_title, parse_module_name
 from model.trace import Trace
-from viz.attention import attention_heatmap
+from viz.attention import head_heatmap
 from viz.style import ATTENTION_COLORSCALE, base_layout, head_colour, token_rows
 from viz.tokens import display_labels, word_text
+from viz.trace_views import attention_axes
 
 FORK_COLOUR = head_colour(1)
 
@@ -74,29 +75,23 @@ def fork_attention_figures(
 ) -> tuple[go.Figure, go.Figure]:
     """The same head's attention in the original and in the fork, each with the fork step's row framed.
 
-    Rows are decoding steps (pieces, no merging, so that row t is step t): rows up to the fork
-    step read the same input in both, rows after it read the forced token and what followed.
+    Rows are decoding steps (pieces, no merging, so that row t is step t), each labelled with the
+    token it wrote: rows up to the fork step read the same input in both, the fork step's row wrote
+    the forced token, and the rows after it read it and what followed.
     """
     fork = fork_info(forked)
     step = fork["step"]
     chosen = word_text(fork["pieces"])
     figures = []
-    kind = module_kind(module_name)
+    kind, layer = parse_module_name(module_name)
     for name, trace in (("original", original), (f"what-if: step {step} → {chosen}", forked)):
-        queries = trace.source_pieces if kind == "encoder" else trace.decoder_input_pieces
-        keys = trace.decoder_input_pieces if kind == "decoder" else trace.source_pieces
-        figure = attention_heatmap(
-            trace.attention[module_name][head],
-            queries,
-            keys,
-            annotate=annotate,
-            title=f"{name} — {module_name}, head {head}",
-        )
+        axes = attention_axes(trace, kind)
+        figure = head_heatmap(axes, layer, head, annotate=annotate, title=f"{name} — {head_title(kind, layer, head)}")
         if kind != "encoder":  # encoder attention does not depend on the output: nothing to mark
             figure.add_shape(
                 type="rect",
                 x0=-0.5,
-                x1=len(keys) - 0.5,
+                x1=len(axes.key_pieces) - 0.5,
                 y0=step - 0.5,
                 y1=step + 0.5,
                 line={"color": FORK_COLOUR, "width": 2},

@@ -9,7 +9,7 @@ from explorer.context import PageContext
 from explorer.copy import DISPLAY_NAMES
 from explorer.state import ALL_QUERIES, DISPLAYS, bind
 from explorer.widgets import how_to_read, layer_and_head_pickers, show_figure
-from model.heads import KIND_TITLES
+from model.heads import KIND_TITLES, head_title
 from viz.trace_views import AttentionAxes
 
 
@@ -26,18 +26,12 @@ def render(ctx: PageContext, kind: str) -> None:
     title = KIND_TITLES[kind]
     display = ctx.display
     if mode == "single":
-        figure = viz.attention_heatmap(
-            axes.stack[layer, head],
-            axes.query_pieces,
-            axes.key_pieces,
-            **display.options(),
-            title=f"{title}: layer {layer}, head {head}",
-        )
+        figure = viz.head_heatmap(axes, layer, head, **display.options(), title=head_title(kind, layer, head))
         name = f"{name}-L{layer}H{head}"
     elif mode == "grid":
         figure = viz.attention_grid(axes.stack, axes.query_pieces, axes.key_pieces, **display.tokens(), title=title)
     elif mode == "heads":
-        figure = head_view(ctx, axes, layer, title=f"{title}: layer {layer}, all heads")
+        figure = head_view(ctx, axes, layer, title=f"{head_title(kind, layer)} – all heads")
         name = f"{name}-L{layer}"
     else:
         figure = viz.aggregate_figure(

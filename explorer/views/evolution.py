@@ -13,7 +13,7 @@ from explorer.context import PageContext
 from explorer.copy import escape_markdown, no_snapshots, stage_label
 from explorer.widgets import attention_kind_picker, how_to_read, layer_and_head_pickers, show_figure
 from model.checkpoint import CheckpointError, find_snapshots, read_card
-from model.heads import KIND_TITLES
+from model.heads import head_title
 from model.trace import Trace
 from viz.export import LessonSection
 
@@ -71,7 +71,7 @@ def render(ctx: PageContext) -> None:
         final_axes.query_pieces,
         final_axes.key_pieces,
         **ctx.display.options(),
-        title=f"{KIND_TITLES[kind]}: layer {layer}, head {head}, during training",
+        title=f"{head_title(kind, layer, head)} – during training",
     )
     show_figure(figure, f"{ctx.file_stem}-{kind}-evolution-L{layer}H{head}", lesson, explanation)
     st.markdown("**The translation at each stage** (each stage translating on its own)")
