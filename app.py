@@ -24,27 +24,29 @@ import streamlit as st  # noqa: E402 - after the thread setting above
 from explorer import views  # noqa: E402
 from explorer.admission import admitted  # noqa: E402
 from explorer.context import PageContext  # noqa: E402
-from explorer.page import open_page, results_section  # noqa: E402
+from explorer.page import details_section, open_page, translation_section  # noqa: E402
 from explorer.state import bind, presenting, read_url, write_url  # noqa: E402
 
 
 def route(ctx: PageContext) -> None:
-    """The translation, the decoding steps and the chosen view.
+    """The translation, the chosen view right under it, then the decoding steps and the sentence's details.
 
-    Presenter mode shows one view at a time, decoding steps among them; a normal page always shows
+    Presenter mode shows one view at a time, decoding steps among them; a normal page also shows
     the steps, except under the quiz, which must not show the answers (nor the translation) before the guess.
     """
     choices = views.choices(presenting())
     bind("view", choices[0], choices)
     quiz = st.session_state.view == "quiz"
-    results_section(ctx, hide_output=quiz)
-    if not presenting() and not quiz:
-        st.header("Step through decoding")
-        views.render("steps", ctx)
-    if not presenting():
-        st.header("Explore attention")
-    view = st.segmented_control("View", choices, format_func=views.label, required=True, key="view")
+    translation_section(ctx, hide_output=quiz)
+    view = st.segmented_control(
+        "View", choices, format_func=views.label, required=True, key="view", label_visibility="collapsed"
+    )
     views.render(view, ctx)
+    if not presenting():
+        if not quiz:
+            st.header("Step through decoding")
+            views.render("steps", ctx)
+        details_section(ctx, hide_output=quiz)
 
 
 def main() -> None:

@@ -17,7 +17,7 @@ import streamlit as st
 
 from model import load_checkpoint
 from model.analysis.ablation import AblationComparison, compare_ablation
-from model.analysis.head_stats import batch_head_statistics, trace_head_statistics
+from model.analysis.head_stats import batch_head_statistics, readable_cross_head, trace_head_statistics
 from model.analysis.importance import HeadImportance, head_importance
 from model.analysis.internals import AttentionStages
 from model.analysis.positional import PositionalComparison, compare_positional
@@ -135,6 +135,13 @@ def sentence_statistics(key: TraceKey) -> list[dict[str, Any]]:
     """One sentence of an uploaded file: its statistics table (small), cached per sentence."""
     translator = load_translator(key.model)
     return batch_head_statistics(translator, [key.text], beam_size=key.beam_size, max_len=key.max_len)
+
+
+@st.cache_data(show_spinner="Finding a readable head…", max_entries=64)
+def readable_head(key: ModelKey, examples: tuple[str, ...]) -> tuple[int, int]:
+    """The cross-attention (layer, head) that reads most like a word alignment over ``examples`` (greedy):
+    model.analysis.head_stats.readable_cross_head, measured once per checkpoint."""
+    return readable_cross_head(batch_head_statistics(load_translator(key), examples, beam_size=1))
 
 
 @st.cache_data(show_spinner="Switching heads off…", max_entries=256)

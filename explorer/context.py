@@ -32,14 +32,17 @@ class Display:
 
 @dataclass
 class Lesson:
-    """The charts the page drew, by section, for the lesson export (the step section follows its fragment)."""
+    """The charts the page drew, by section, for the lesson export (the step section follows its fragment).
+
+    Sections come in the page's order: the view, the decoding steps, then the translation's probabilities.
+    """
 
     translation: list[LessonSection] = field(default_factory=list)
     steps: list[LessonSection] = field(default_factory=list)
     view: list[LessonSection] = field(default_factory=list)
 
     def sections(self) -> list[LessonSection]:
-        return [*self.translation, *self.steps, *self.view]
+        return [*self.view, *self.steps, *self.translation]
 
 
 @dataclass(frozen=True)
@@ -51,6 +54,7 @@ class PageContext:
     trace: Trace
     trace_key: TraceKey  # what the experiments' cached results are keyed on
     display: Display
+    first_head: tuple[int, int] = (0, 0)  # the cross-attention (layer, head) the page opens on
     lesson: Lesson = field(default_factory=Lesson)
 
     @property

@@ -6,12 +6,14 @@ import pandas as pd
 import streamlit as st
 
 import viz
-from explorer.compute import ModelKey, TraceKey, compute_trace
+from explorer.compute import ModelKey, TraceKey, compute_trace, readable_head
 from explorer.context import Lesson, PageContext
 from explorer.copy import CAVEAT, EXPLANATIONS, card_examples, escape_markdown
 from explorer.sidebar import checkpoint_picker, presenter_toggle, settings_controls
 from explorer.state import bind, presenting
 from explorer.widgets import show_figure
+from model.checkpoint import CheckpointEntry
+from model.heads import parse_module_name
 from viz.export import lesson_html
 
 
@@ -22,17 +24,14 @@ def use_example() -> None:
         st.session_state.example = None
 
 
-def prefill_target() -> None:
-    """Start teacher forcing from the model's own translation, for the user to edit."""
-    if st.session_state.teacher_forcing and not st.session_state.get("target"):
-        st.session_state.target = st.session_state.get("translation", "")
-
-
 def source_section(card: dict) -> tuple[str, str | None]:
-    """The sentence box (with example sentences) and, with teacher forcing, the typed target."""
+    """The sentence box (Enter translates) with example sentences beside it and, with teacher forcing, the target."""
     examples = card_examples(card)
-    if not presenting():
-        st.selectbox(
+    bind("sentence", examples[0])
+    box, picker = st.columns([3, 1], vertical_alignment="bottom") if not presenting() else (st.container(), None)
+    text = box.text_input("Source sentence", key="sentence", help=EXPLANATIONS["sentence"])
+    if picker is not None:
+        picker.selectbox(
             "Example sentences",
             examples,
             index=None,
@@ -40,29 +39,31 @@ def source_section(card: dict) -> tuple[str, str | None]:
             key="example",
             on_change=use_example,
         )
-    bind("sentence", examples[0])
-    text = st.text_input("Source sentence", key="sentence", help=EXPLANATIONS["sentence"])
-    bind("teacher_forcing")
     bind("target")
-    if not presenting():
-        forced = st.toggle(
-            "Teacher forcing: type the target myself",
-            key="teacher_forcing",
-            help=EXPLANATIONS["teacher_forcing"],
-            on_change=prefill_target,
-            persist_state="page",
-        )
-        if forced:
-            st.text_input("Target sentence (the model reads these tokens)", key="target", persist_state="page")
+    if st.session_state.teacher_forcing and not presenting():
+        st.text_input("Target sentence (the model reads these tokens)", key="target", persist_state="page")
     target = st.session_state.target if st.session_state.teacher_forcing else None
     return text, target or None
+
+
+def first_head(entry: CheckpointEntry, key: ModelKey) -> tuple[int, int]:
+    """The cross-attention (layer, head) the page opens on: a toy card's clearest head (measured against its task's
+    known alignment), else the head that reads most like a word alignment over the card's examples."""
+    toy = entry.card.get("toy_task")
+    clearest = toy.get("clearest_head") if isinstance(toy, dict) else None
+    if isinstance(clearest, dict) and isinstance(clearest.get("head"), int):
+        try:
+            kind, layer = parse_module_name(str(clearest.get("module")))
+        except ValueError:  # a card that names no attention module: measure instead
+            kind, layer = "", 0
+        if kind == "cross":
+            return layer, clearest["head"]
+    return readable_head(key, tuple(card_examples(entry.card)))
 
 
 def open_page() -> PageContext | None:
     """The sidebar and the sentence, translated: the context every view draws from (None without a sentence)."""
     presenter_toggle()
-    if not presenting():
-        st.title("Attention explorer")
     entry, translator = checkpoint_picker()
     decoding, display = settings_controls(translator.config.max_len)
     text, target = source_section(entry.card)
@@ -78,11 +79,12 @@ def open_page() -> PageContext | None:
             "Type a target sentence to see the attention the model gives it; until then the model translates freely."
         )
     st.session_state.translation = trace.translation
-    return PageContext(entry, translator, trace, trace_key, display, Lesson())
+    return PageContext(entry, translator, trace, trace_key, display, first_head(entry, model_key), Lesson())
 
 
-def results_section(ctx: PageContext, hide_output: bool) -> None:
-    """Tokens, translation and how sure the model was; ``hide_output`` keeps the translation for the quiz to reveal."""
+def translation_section(ctx: PageContext, hide_output: bool) -> None:
+    """The translation (or the typed target, marked as such) and any notice about the sentence; ``hide_output``
+    keeps the translation for the quiz to reveal."""
     trace = ctx.trace
     if trace.settings.get("notice"):
         st.warning(trace.settings["notice"])
@@ -91,19 +93,25 @@ def results_section(ctx: PageContext, hide_output: bool) -> None:
             f"The sentence has {trace.settings['source_pieces_before_truncation']} pieces; only the first "
             f"{len(trace.source_pieces) - 1} fit the model and were used."
         )
-    if not presenting():
-        st.markdown("**Tokenization** (pieces with their ids; ▁ starts a word)")
-        st.dataframe(
-            pd.DataFrame([trace.source_pieces, [str(i) for i in trace.source_ids]], index=["piece", "id"]),
-            width="stretch",
-        )
     if hide_output:
         st.markdown(f"**Translation** ({ctx.mode}): hidden during the quiz; guess it step by step below.")
+    elif trace.settings["mode"] == "forced":
+        st.markdown("**Your target** (teacher forcing: the model reads these tokens; it did not write them)")
+        st.markdown(f"### :orange[{escape_markdown(trace.translation) or '(empty)'}]")
     else:
         st.markdown(f"**Translation** ({ctx.mode})")
         st.markdown(f"### {escape_markdown(trace.translation) or '(empty)'}")
-    if presenting():
-        return
+
+
+def details_section(ctx: PageContext, hide_output: bool) -> None:
+    """The sentence's pieces with their ids, how sure the model was of each token, and the downloads."""
+    trace = ctx.trace
+    st.header("Tokens and downloads")
+    st.markdown("**Tokenization** (pieces with their ids; ▁ starts a word)")
+    st.dataframe(
+        pd.DataFrame([trace.source_pieces, [str(i) for i in trace.source_ids]], index=["piece", "id"]),
+        width="stretch",
+    )
     if not hide_output:
         show_figure(
             viz.token_probabilities(trace.predicted_pieces, trace.step_probs, title="Probability of each output token"),

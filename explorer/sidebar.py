@@ -19,13 +19,18 @@ from model.translator import Translator
 CHECKPOINTS_ENV = "ATTENTION_EXPLORER_CHECKPOINTS"
 DEFAULT_CHECKPOINT = "multi30k-en-de"
 REPO = Path(__file__).resolve().parents[1]
+# The page starts just under Streamlit's header (3.75rem high) instead of 6rem down: the first screen holds the
+# sentence, its translation and an attention heatmap. A constant: no user text ever reaches st.html.
+PAGE_CSS = """<style>
+[data-testid="stMainBlockContainer"] { padding-top: 3.5rem; }
+</style>"""
 # Presenter mode: larger text everywhere (Streamlit sizes text in rem) and the full width for the view.
 # The header stays: it holds the button that opens a collapsed sidebar; the top padding keeps the
 # slide's first line below it (3.75rem high). A constant: no user text ever reaches st.html.
 PRESENTER_CSS = """<style>
 html { font-size: 22px; }
 [data-testid="stMainBlockContainer"] { padding: 4.5rem 2rem 1rem; max-width: none; }
-[data-testid="stMarkdownContainer"] h3 { font-size: 2.2rem; }
+[data-testid="stMarkdownContainer"] h3 { font-size: 1.6rem; padding: 0.25rem 0; }
 </style>"""
 
 
@@ -35,6 +40,12 @@ class Decoding:
 
     beam_size: int
     max_len: int | None
+
+
+def prefill_target() -> None:
+    """Start teacher forcing from the model's own translation, for the user to edit."""
+    if st.session_state.teacher_forcing and not st.session_state.get("target"):
+        st.session_state.target = st.session_state.get("translation", "")
 
 
 def checkpoints_dir() -> Path:
@@ -51,6 +62,9 @@ def start_lesson() -> None:
 
 def presenter_toggle() -> None:
     bind("presenter")
+    if not presenting():
+        st.sidebar.title("Attention explorer")
+        st.html(PAGE_CSS)
     st.sidebar.toggle("Presenter mode", key="presenter", help=EXPLANATIONS["presenter"], on_change=start_lesson)
     if presenting():
         st.html(PRESENTER_CSS)
@@ -102,6 +116,7 @@ def settings_controls(max_len: int) -> tuple[Decoding, Display]:
     bind("decoding")
     bind("beam_size")
     bind("max_len", None, [None, *range(1, max_len - 1)])
+    bind("teacher_forcing")
     for key in DISPLAY_TOGGLES:
         bind(key)
     if not presenting():
@@ -118,6 +133,13 @@ def settings_controls(max_len: int) -> tuple[Decoding, Display]:
             value=None,
             placeholder="automatic",
             key="max_len",
+            persist_state="page",
+        )
+        st.sidebar.toggle(
+            "Teacher forcing: type the target myself",
+            key="teacher_forcing",
+            help=EXPLANATIONS["teacher_forcing"],
+            on_change=prefill_target,
             persist_state="page",
         )
         st.sidebar.header("Display")

@@ -36,13 +36,15 @@ def how_to_read(*topics: str, caveat: bool = True) -> str:
     return text
 
 
-def layer_and_head_pickers(stack_shape: tuple[int, ...]) -> tuple[int, int]:
-    """Layer and head of a (layers, heads, ...) attention stack (URL: layer, head)."""
+def layer_and_head_pickers(stack_shape: tuple[int, ...], default: tuple[int, int] = (0, 0), side: bool = False):
+    """Layer and head of a (layers, heads, ...) attention stack (URL: layer, head), side by side, or one under the
+    other (``side``: for a column beside a figure)."""
     n_layers, n_heads = stack_shape[:2]
     layers, heads = list(range(n_layers)), list(range(n_heads))
-    bind("layer", options=layers)
-    bind("head", options=heads)
-    picker_layer, picker_head = st.columns(2)
+    default_layer, default_head = default if default[0] < n_layers and default[1] < n_heads else (0, 0)
+    bind("layer", default_layer, layers)
+    bind("head", default_head, heads)
+    picker_layer, picker_head = (st.container(), st.container()) if side else st.columns(2)
     layer = picker_layer.selectbox("Layer", layers, format_func=lambda n: f"layer {n}", key="layer")
     head = picker_head.selectbox("Head", heads, format_func=lambda n: f"head {n}", key="head")
     return layer, head

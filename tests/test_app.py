@@ -10,9 +10,13 @@ import pytest
 import torch
 from streamlit.testing.v1 import AppTest
 
+from explorer.copy import card_examples
 from model import load_checkpoint
+from model.analysis.head_stats import batch_head_statistics, readable_cross_head
+from model.checkpoint import read_card
+from model.heads import head_title
 from model.translator import Translator
-from tests.app_utils import APP, CHECKPOINTS_ENV, REPO, assert_ok, chart_specs, chart_titled
+from tests.app_utils import APP, CHECKPOINTS_ENV, REPO, assert_ok, chart_specs, chart_titled, chart_titles, plotly_array
 from viz.tokens import display_labels
 
 SHORT_SENTENCE = "the girl sits."
@@ -40,7 +44,10 @@ def app(monkeypatch, checkpoints) -> AppTest:
 def translation_shown(app: AppTest) -> str:
     headings = [markdown.value for markdown in app.markdown if markdown.value.startswith("### ")]
     assert len(headings) == 1
-    return headings[0].removeprefix("### ").replace("\\", "")
+    text = headings[0].removeprefix("### ")
+    if text.startswith(":orange["):  # a typed target, styled apart from translations
+        text = text.removeprefix(":orange[").removesuffix("]")
+    return text.replace("\\", "")
 
 
 def test_starts_and_shows_translation_tokens_and_figures(app, checkpoints):
@@ -51,10 +58,18 @@ def test_starts_and_shows_translation_tokens_and_figures(app, checkpoints):
     assert translation_shown(app) == expected.translation
     assert app.selectbox(key="checkpoint").value == "tiny-en-de"  # no multi30k-en-de here: the first valid folder
     assert list(app.dataframe[0].value.loc["piece"]) == expected.source_pieces
-    encoder = chart_titled(app, "Encoder layer 0 – self-attention – head 0")
-    assert encoder["layout"]["xaxis"]["ticktext"] == display_labels(expected.source_pieces)
-    assert encoder["layout"]["yaxis"]["ticktext"] == display_labels(expected.source_pieces)
-    assert len(app.get("plotly_chart")) >= 4  # probabilities, step top-k, step cross, step self, view
+    # the page opens on cross-attention, on the head that reads most like an alignment over the card's examples
+    examples = card_examples(read_card(checkpoints / "tiny-en-de"))
+    layer, head = readable_cross_head(batch_head_statistics(translator, examples, beam_size=1))
+    assert app.segmented_control(key="view").value == "cross"
+    assert (app.selectbox(key="layer").value, app.selectbox(key="head").value) == (layer, head)
+    assert chart_titles(app)[0] == head_title("cross", layer, head)  # the first chart on the page
+    cross = chart_titled(app, head_title("cross", layer, head))
+    assert cross["layout"]["xaxis"]["ticktext"] == display_labels(expected.source_pieces)
+    assert cross["layout"]["yaxis"]["ticktext"] == display_labels(expected.target_pieces[1:])  # what each step wrote
+    assert plotly_array(cross["data"][0]["z"]).tolist() == expected.attention_stack("cross")[layer, head].tolist()
+    assert app.query_params == {}  # the readable head is the default: a plain link opens it
+    assert len(app.get("plotly_chart")) >= 5  # view, step top-k, step cross, step self, probabilities
 
 
 def test_every_checkpoint_folder_is_listed_with_its_card_or_why_it_was_skipped(app, checkpoints):
@@ -81,8 +96,9 @@ def test_editing_the_sentence_changes_translation_and_figures(app, checkpoints):
     expected = load_checkpoint(checkpoints / "tiny-en-de", device="cpu").trace(SHORT_SENTENCE, beam_size=1)
     assert translation_shown(app) == expected.translation != before_translation
     assert chart_specs(app) != before_specs
-    encoder = chart_titled(app, "Encoder layer")
-    assert encoder["layout"]["xaxis"]["ticktext"] == display_labels(expected.source_pieces)
+    view = chart_titled(app, "Decoder layer")
+    assert view["layout"]["xaxis"]["ticktext"] == display_labels(expected.source_pieces)
+    assert view["layout"]["yaxis"]["ticktext"] == display_labels(expected.target_pieces[1:])
     cross = chart_titled(app, "Cross-attention at this step")
     assert cross["layout"]["xaxis"]["ticktext"] == display_labels(expected.source_pieces)
 
@@ -122,7 +138,7 @@ def test_step_buttons_move_the_step(app):
 @pytest.mark.parametrize("display", ["single", "grid", "heads", "aggregates"])
 def test_every_attention_view_draws(app, view, display):
     app.segmented_control(key="view").set_value(view).run()
-    app.segmented_control(key="display").set_value(display).run()
+    app.radio(key="display").set_value(display).run()
     assert_ok(app)
     titles = [spec["layout"]["title"]["text"] for spec in chart_specs(app)]
     around_the_view = ("Probability of each output token", "Step ", "Cross-attention at this step", "Self-attention at")
@@ -132,7 +148,8 @@ def test_every_attention_view_draws(app, view, display):
 
 def test_head_view_draws_the_chosen_heads_and_query(app):
     app.segmented_control(key="view").set_value("cross").run()
-    app.segmented_control(key="display").set_value("heads").run()
+    app.selectbox(key="layer").set_value(0).run()
+    app.radio(key="display").set_value("heads").run()
     app.multiselect(key="head_view_heads").set_value([1, 3]).run()
     app.selectbox(key="head_view_query").set_value(2).run()
     assert_ok(app)
@@ -146,6 +163,8 @@ def test_cross_attention_view_merges_words_and_hides_specials(app):
     sentence = "a man rides a blue bike in the park."  # words the toy tokenizer knows, so no <unk>
     app.text_input(key="sentence").input(sentence).run()
     app.segmented_control(key="view").set_value("cross").run()
+    app.selectbox(key="layer").set_value(0).run()
+    app.selectbox(key="head").set_value(0).run()
     app.toggle(key="merge_words").set_value(True).run()
     app.toggle(key="show_special").set_value(False).run()
     assert_ok(app)
@@ -201,7 +220,9 @@ def test_teacher_forcing_shows_the_typed_target(app):
     app.text_input(key="target").input("two dogs").run()
     assert_ok(app)
     assert translation_shown(app) == "two dogs"
-    assert any(markdown.value == "**Translation** (teacher forcing)" for markdown in app.markdown)
+    heading = next(markdown.value for markdown in app.markdown if markdown.value.startswith("### "))
+    assert heading == "### :orange[two dogs]"  # styled apart from the model's own translations
+    assert any(markdown.value.startswith("**Your target** (teacher forcing") for markdown in app.markdown)
     probabilities = chart_titled(app, "Probability of each output token")
     assert probabilities["layout"]["xaxis"]["ticktext"][-1] == display_labels(["</s>"])[0]
 
@@ -217,7 +238,7 @@ def test_stepping_and_switching_views_never_run_the_model_again(app, monkeypatch
     monkeypatch.setattr(Translator, "trace", counting_trace)
     app.button(key="step_next").click().run()
     app.segmented_control(key="view").set_value("cross").run()
-    app.segmented_control(key="display").set_value("grid").run()
+    app.radio(key="display").set_value("grid").run()
     app.toggle(key="merge_words").set_value(True).run()
     assert_ok(app)
     assert runs == []
@@ -238,5 +259,7 @@ def test_real_default_checkpoint(monkeypatch):
     assert_ok(app)
     assert app.selectbox(key="checkpoint").value == "multi30k-en-de"
     assert translation_shown(app)
-    encoder = chart_titled(app, "Encoder layer")
-    assert encoder["layout"]["xaxis"]["ticktext"][0] == "A"
+    cross = chart_titles(app)[0]
+    assert cross == "Decoder layer 2 – cross-attention – head 1"  # the readable head (README, head_stats)
+    figure = chart_titled(app, cross)
+    assert figure["layout"]["xaxis"]["ticktext"][0] == "A" and figure["layout"]["yaxis"]["ticktext"][0] == "Ein"

@@ -177,6 +177,11 @@ def test_inside_one_head_shows_every_stage_with_its_shape(new_app, translator, o
     assert np.allclose(plotly_array(softmax["data"][0]["z"]), original.attention["decoder.layers.1.self_attn"][2, 2:3])
 
 
+def statistics_frame(app: AppTest):
+    """The head statistics table (the page's other table is the tokenization)."""
+    return next(frame.value for frame in app.dataframe if "sentences" in frame.value.columns)
+
+
 def test_head_statistics_of_the_sentence_as_heatmaps_and_a_table(new_app, original):
     app = new_app(experiment="stats", statistic="diagonality")
     assert_ok(app)
@@ -184,7 +189,7 @@ def test_head_statistics_of_the_sentence_as_heatmaps_and_a_table(new_app, origin
     for kind in ("encoder self", "decoder self", "cross"):
         figure = chart_titled(app, f"diagonality: {kind} attention, this sentence")
         assert np.allclose(plotly_array(figure["data"][0]["z"]), statistic_grid(table, "diagonality", kind))
-    frame = app.dataframe[-1].value
+    frame = statistics_frame(app)
     assert len(frame) == len(table) == 3 * 2 * 4  # three attention kinds, two layers, four heads
     assert list(frame["diagonality"]) == pytest.approx([row["diagonality"] for row in table])
 
@@ -199,7 +204,7 @@ def test_head_statistics_over_an_uploaded_file(new_app, translator):
     expected = batch_head_statistics(translator, lines, beam_size=1, max_len=MAX_LEN)
     figure = chart_titled(app, "entropy (bits): cross attention, mean over 3 sentences")
     assert np.allclose(plotly_array(figure["data"][0]["z"]), statistic_grid(expected, "entropy", "cross"))
-    assert set(app.dataframe[-1].value["sentences"]) == {3}
+    assert set(statistics_frame(app)["sentences"]) == {3}
     cap = MAX_FILE_SENTENCES
     many = [f"the dog {word} in the park." for word in ("runs", "sits", "walks", "plays") * (cap // 4 + 1)]
     app.file_uploader(key="stats_file").set_value(("many.txt", "\n".join(many).encode(), "text/plain")).run()

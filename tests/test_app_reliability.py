@@ -153,7 +153,7 @@ def test_markup_in_source_pieces_output_and_forced_target_is_shown_as_text(monke
     assert_no_markup_rendered(app)
     for view, display in (("cross", "heads"), ("decoder", "grid"), ("encoder", "aggregates")):
         app.segmented_control(key="view").set_value(view).run()
-        app.segmented_control(key="display").set_value(display).run()
+        app.radio(key="display").set_value(display).run()
         assert_ok(app)
         assert_no_markup_rendered(app)
     # Teacher forcing puts the user's markup into the model's output side: step pieces, top-k, translation.
@@ -161,7 +161,7 @@ def test_markup_in_source_pieces_output_and_forced_target_is_shown_as_text(monke
     app.text_input(key="target").input(text).run()
     assert_ok(app)
     forced = translator.trace(text, beam_size=1, max_len=8, target=text)
-    assert headings(app) == [escape_markdown(forced.translation)]
+    assert headings(app) == [f":orange[{escape_markdown(forced.translation)}]"]  # a typed target, styled as such
     assert USER_TAGS.search(forced.translation) or "**" in forced.translation
     app.button(key="step_next").click().run()
     assert_ok(app)

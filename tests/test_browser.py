@@ -14,7 +14,10 @@ from pathlib import Path
 import pytest
 from browser_utils import REPO, chromium, click_button, streamlit_server
 
+from explorer.copy import card_examples
 from model import load_checkpoint
+from model.analysis.head_stats import batch_head_statistics, readable_cross_head
+from model.heads import head_title
 from model.trace import Trace
 from viz.tokens import display_labels
 
@@ -83,7 +86,7 @@ def step_text(driver) -> str:
 
 def load_page(driver, url: str) -> None:
     driver.get(url)
-    wait_until(driver, lambda d: chart(d, "Encoder layer") and translation_text(d), "page never drew its charts")
+    wait_until(driver, lambda d: chart(d, "Decoder layer") and translation_text(d), "page never drew its charts")
 
 
 def console_errors(driver) -> list[dict]:
@@ -95,7 +98,7 @@ def test_translates_redraws_and_steps(server, driver, translator):
     load_page(driver, server)
     first = translator.trace(driver_sentence(driver), beam_size=1)
     assert translation_text(driver) == first.translation
-    assert chart(driver, "Encoder layer")["x"] == display_labels(first.source_pieces)
+    assert chart(driver, "Decoder layer")["x"] == display_labels(first.source_pieces)
     OUTPUT.mkdir(exist_ok=True)
     driver.save_screenshot(str(OUTPUT / "browser-main-view.png"))
 
@@ -108,7 +111,7 @@ def test_translates_redraws_and_steps(server, driver, translator):
     box.send_keys(Keys.ENTER)  # plain Enter translates
     second = translator.trace(NEW_SENTENCE, beam_size=1)
     new_labels = display_labels(second.source_pieces)
-    wait_until(driver, lambda d: (chart(d, "Encoder layer") or {}).get("x") == new_labels, "chart not redrawn")
+    wait_until(driver, lambda d: (chart(d, "Decoder layer") or {}).get("x") == new_labels, "chart not redrawn")
     wait_until(driver, lambda d: translation_text(d) == second.translation, "translation not updated")
 
     assert step_text(driver).startswith("Step 1 of")
@@ -145,14 +148,23 @@ def driver_sentence(driver) -> str | None:
     return boxes[0].get_attribute("value") if boxes else None
 
 
-@pytest.mark.parametrize("view", ["Decoder self-attention", "Cross-attention", "Positional encoding"])
-def test_views_draw_without_console_errors_or_outside_requests(server, driver, view):
+@pytest.mark.parametrize(
+    ("view", "kind"), [("Decoder self-attention", "decoder"), ("Cross-attention", "cross"), ("Positional encoding", "")]
+)
+def test_views_draw_without_console_errors_or_outside_requests(server, driver, translator, view, kind):
     load_page(driver, server)
     click_button(driver, view)
-    expected_title = "Positional encoding added" if view == "Positional encoding" else f"{view}: layer 0, head 0"
+    # the page opened on cross-attention's readable head; its layer and head stay when the view changes
+    examples = card_examples(translator.card)
+    layer, head = readable_cross_head(batch_head_statistics(translator, examples, beam_size=1))
+    expected_title = head_title(kind, layer, head) if kind else "Positional encoding added"
     wait_until(driver, lambda d: chart(d, expected_title), f"{view} view never drew")
-    displays = {"All heads": view, "Head view": f"{view}: layer 0, all heads", "Aggregates": f"{view}: aggregates"}
-    for display, title in displays.items() if view != "Positional encoding" else ():
+    displays = (
+        {"All heads": view, "Head view": f"{head_title(kind, layer)} – all heads", "Aggregates": f"{view}: aggregates"}
+        if kind
+        else {}
+    )
+    for display, title in displays.items():
         click_button(driver, display)
         wait_until(driver, lambda d, t=title: any(c["title"] == t for c in charts(d)), f"{display} never drew")
     assert console_errors(driver) == []
@@ -201,7 +213,7 @@ const heading = document.querySelector("[data-testid='stMarkdownContainer'] h3")
 const step = Array.from(document.querySelectorAll('p > strong'))
     .find(strong => strong.innerText.trim().startsWith('Step '));
 const encoder = Array.from(document.querySelectorAll('.js-plotly-plot'))
-    .find(gd => ((gd.layout.title && gd.layout.title.text) || '').startsWith('Encoder layer'));
+    .find(gd => ((gd.layout.title && gd.layout.title.text) || '').startsWith('Decoder layer'));
 return {
     sentence: box ? box.value : null,
     translation: heading ? heading.innerText.trim() : null,

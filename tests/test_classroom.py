@@ -116,7 +116,7 @@ def test_a_url_opens_the_page_in_exactly_that_state(new_app, checkpoints):
     query = {
         "checkpoint": "toy-plain-en-de",
         "sentence": SENTENCE,
-        "view": "cross",
+        "view": "decoder",
         "layer": "1",
         "head": "2",
         "step": "2",
@@ -132,7 +132,7 @@ def test_a_url_opens_the_page_in_exactly_that_state(new_app, checkpoints):
     assert {key: state[key] for key in ("checkpoint", "sentence", "view", "layer", "head", "step", "step_layer")} == {
         "checkpoint": "toy-plain-en-de",
         "sentence": SENTENCE,
-        "view": "cross",
+        "view": "decoder",
         "layer": 1,
         "head": 2,
         "step": 2,
@@ -142,8 +142,10 @@ def test_a_url_opens_the_page_in_exactly_that_state(new_app, checkpoints):
     assert app.slider(key="beam_size").value == 3
     assert any(markdown.value == f"### {escape_markdown(expected.translation)}" for markdown in app.markdown)
     assert step_heading(app).startswith(f"**Step 3 of {expected.n_steps}.**")
-    cross = chart_titled(app, "Decoder layer 1 – cross-attention – head 2")
-    assert cross["layout"]["xaxis"]["ticktext"] == SENTENCE.split() + [viz.display_piece("</s>")]  # merged words
+    decoder = chart_titled(app, "Decoder layer 1 – self-attention – head 2")
+    no_weights = np.zeros((expected.n_steps, 1))
+    output_words = viz.select_tokens(no_weights, expected.predicted_pieces, ["x"], merge_words=True)
+    assert decoder["layout"]["yaxis"]["ticktext"] == output_words.query_labels  # merged words
     assert chart_titled(app, "Cross-attention at this step – decoder layer 0")
     assert app.query_params == query  # every value was valid, so the URL stays as it was
 
@@ -170,7 +172,7 @@ def test_changing_the_state_updates_the_url_and_that_url_reopens_it(app, new_app
     reopened = new_app(**app.query_params).run()
     assert_ok(reopened)
     assert page_state(reopened) == page_state(app)
-    app.segmented_control(key="view").set_value("encoder").run()  # back to a default: it leaves the URL
+    app.segmented_control(key="view").set_value("cross").run()  # back to a default: it leaves the URL
     app.button(key="step_first").click().run()
     assert "view" not in app.query_params and "step" not in app.query_params
 
@@ -199,7 +201,7 @@ def shared_links(checkpoints: Path) -> list[dict[str, str]]:
         {
             "checkpoint": "toy-plain-en-de",
             "sentence": SENTENCE,
-            "view": "cross",
+            "view": "decoder",
             "display": "heads",
             "layer": "1",
             "head": "2",
@@ -271,29 +273,33 @@ def test_a_shared_url_restores_every_setting(new_app, checkpoints):
 
 
 def test_back_and_forward_restore_the_state_of_each_url(app):
-    app.segmented_control(key="view").set_value("cross").run()
+    app.segmented_control(key="view").set_value("encoder").run()
     app.button(key="step_next").click().run()
     history = [dict(app.query_params)]
     app.selectbox(key="head").set_value(2).run()
     app.button(key="step_next").click().run()
     history.append(dict(app.query_params))
-    assert history == [{"view": "cross", "step": "1"}, {"view": "cross", "head": "2", "step": "2"}]
+    # the layer the page opened on (cross-attention's readable head) stays when the view changes
+    assert history == [
+        {"view": "encoder", "layer": "1", "step": "1"},
+        {"view": "encoder", "layer": "1", "head": "2", "step": "2"},
+    ]
     run_as_back_button(app, history[0])
     assert_ok(app)
     assert (app.segmented_control(key="view").value, app.selectbox(key="head").value, app.slider(key="step").value) == (
-        "cross",
+        "encoder",
         0,
         1,
     )
     assert app.query_params == history[0]  # restoring does not write a new URL
     run_as_back_button(app, {})  # the page as first opened
-    assert (app.segmented_control(key="view").value, app.slider(key="step").value) == ("encoder", 0)
+    assert (app.segmented_control(key="view").value, app.slider(key="step").value) == ("cross", 0)
     run_as_back_button(app, history[1])  # Forward
     assert page_state(app)["head"] == 2 and page_state(app)["step"] == 2
     app.run()  # an ordinary rerun with a URL that does not match keeps the widgets (they are the truth)
     app.query_params = {"view": "positional"}
     app.run()
-    assert app.segmented_control(key="view").value == "cross"
+    assert app.segmented_control(key="view").value == "encoder"
 
 
 # --- presenter mode ---
@@ -329,7 +335,7 @@ def test_presenter_mode_shows_one_view_large_with_keyboard_steps(app, new_app, c
     assert shortcuts == {"step_first": "home", "step_previous": "left", "step_next": "right"}  # normalised
     assert [element.proto.body for element in app.get("html")] == [PRESENTER_CSS]  # the only raw HTML
     app.segmented_control(key="view").set_value("cross").run()
-    assert chart_titles(app) == ["Decoder layer 0 – cross-attention – head 0"]
+    assert chart_titles(app) == ["Decoder layer 1 – cross-attention – head 0"]  # the page's first head
     app.toggle(key="presenter").set_value(False).run()
     assert app.toggle(key="merge_words").value is True and app.segmented_control(key="view").value == "cross"
 
@@ -430,7 +436,7 @@ def test_evolution_view_shows_the_same_head_at_each_stage_and_each_translation(a
         stage_translator = load_checkpoint(path, device="cpu")
         forced = stage_translator.trace(SENTENCE, beam_size=1, target_ids=final.target_ids[1:])
         assert np.allclose(plotly_array(panel["z"]), forced.attention_stack("decoder")[1, 2], atol=1e-6)
-    table = app.dataframe[-1].value
+    table = next(frame.value for frame in app.dataframe if "stage" in frame.value.columns)
     assert list(table["stage"]) == ["untrained (update 0)", "early in training (update 10)", "finished model"]
     assert list(table["translation"]) == [
         load_checkpoint(path, device="cpu").translate(SENTENCE, beam_size=1) for path in stages.values()
@@ -520,17 +526,20 @@ def test_back_and_forward_in_chromium_walk_through_steps_and_views(browser_ready
         chromium(Path(tempfile.mkdtemp(prefix="chromium-profile-"))) as driver,
     ):
         driver.get(f"{url}/?checkpoint=toy-plain-en-de")
-        wait_for(driver, "?checkpoint=toy-plain-en-de", 0, "Encoder layer")
+        cross = "Decoder layer 1 – cross-attention"  # the page opens on the tiny model's readable head
+        wait_for(driver, "?checkpoint=toy-plain-en-de", 0, cross)
         click_button(driver, "Next")
-        wait_for(driver, "?checkpoint=toy-plain-en-de&step=1", 1, "Encoder layer")
+        wait_for(driver, "?checkpoint=toy-plain-en-de&step=1", 1, cross)
         ActionChains(driver).send_keys(Keys.ARROW_RIGHT).perform()  # the Next button's shortcut
-        wait_for(driver, "?checkpoint=toy-plain-en-de&step=2", 2, "Encoder layer")
-        click_button(driver, "Cross-attention")
-        wait_for(driver, "?checkpoint=toy-plain-en-de&view=cross&step=2", 2, "Decoder layer 0 – cross-attention")
+        wait_for(driver, "?checkpoint=toy-plain-en-de&step=2", 2, cross)
+        click_button(driver, "Encoder self-attention")
+        wait_for(
+            driver, "?checkpoint=toy-plain-en-de&view=encoder&layer=1&step=2", 2, "Encoder layer 1 – self-attention"
+        )
         driver.back()
-        wait_for(driver, "?checkpoint=toy-plain-en-de&step=2", 2, "Encoder layer")
+        wait_for(driver, "?checkpoint=toy-plain-en-de&step=2", 2, cross)
         driver.back()
-        wait_for(driver, "?checkpoint=toy-plain-en-de&step=1", 1, "Encoder layer")
+        wait_for(driver, "?checkpoint=toy-plain-en-de&step=1", 1, cross)
         driver.forward()
-        wait_for(driver, "?checkpoint=toy-plain-en-de&step=2", 2, "Encoder layer")
+        wait_for(driver, "?checkpoint=toy-plain-en-de&step=2", 2, cross)
         assert [entry for entry in driver.get_log("browser") if entry["level"] == "SEVERE"] == []

@@ -19,6 +19,7 @@ from model.analysis.head_stats import (
     mean_head_statistics,
     module_axes,
     read_sentences,
+    readable_cross_head,
     sentences_from_text,
     trace_head_statistics,
 )
@@ -334,3 +335,21 @@ def test_frame_has_one_row_per_head_and_sorts(traces):
     assert set(cross["kind"]) == {"cross"} and len(cross) == sum(row["kind"] == "cross" for row in table)
     ordered = frame.sort_values(STATISTIC_LABELS["diagonality"], ascending=False)
     assert ordered.iloc[0][STATISTIC_LABELS["diagonality"]] == max(row["diagonality"] for row in table)
+
+
+def test_the_readable_cross_head_is_the_most_alignment_like_and_near_ties_go_to_the_more_focused():
+    def row(kind: str, layer: int, head: int, diagonality: float, entropy: float) -> dict:
+        return {"kind": kind, "layer": layer, "head": head, "diagonality": diagonality, "entropy": entropy}
+
+    table = [
+        row("encoder self", 0, 0, 0.99, 0.1),  # not cross-attention: never chosen
+        row("cross", 0, 0, 0.20, 3.0),
+        row("cross", 1, 0, 0.551, 1.9),
+        row("cross", 1, 1, 0.548, 1.2),  # ties 0.55 at two decimals and is more focused
+        row("cross", 1, 2, 0.50, 0.1),
+    ]
+    assert readable_cross_head(table) == (1, 1)
+    table[3]["diagonality"] = 0.54
+    assert readable_cross_head(table) == (1, 0)
+    with pytest.raises(ValueError, match="no cross-attention"):
+        readable_cross_head(table[:1])

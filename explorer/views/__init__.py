@@ -14,13 +14,14 @@ from explorer.views import attention, evolution, experiments, positional, quiz, 
 from explorer.views.registry import View
 from model.heads import KIND_TITLES
 
+# A page opens on the first view it lists: cross-attention on a normal page, the decoding steps in presenter mode.
 VIEWS = (
     View("steps", "Decoding steps", steps.render, always_shown=True),
+    View("cross", KIND_TITLES["cross"], partial(attention.render, kind="cross")),
     View("encoder", KIND_TITLES["encoder"], partial(attention.render, kind="encoder")),
     View("decoder", KIND_TITLES["decoder"], partial(attention.render, kind="decoder")),
-    View("cross", KIND_TITLES["cross"], partial(attention.render, kind="cross")),
     View("positional", "Positional encoding", positional.render),
-    View("quiz", "Quiz: predict, then reveal", quiz.render),
+    View("quiz", "Quiz", quiz.render),
     View("evolution", "Training evolution", evolution.render),
     View("experiments", "Experiments", experiments.render),
 )

@@ -14,37 +14,46 @@ from viz.trace_views import AttentionAxes
 
 
 def render(ctx: PageContext, kind: str) -> None:
+    """The figure, with what to show, the layer and head, and how to read it in a column beside it.
+
+    Cross-attention opens on the page's first head (PageContext.first_head), the others on layer 0, head 0.
+    """
     axes = viz.attention_axes(ctx.trace, kind)
-    bind("display")
-    mode = st.segmented_control("Show", DISPLAYS, format_func=DISPLAY_NAMES.get, required=True, key="display")
-    layer, head = layer_and_head_pickers(axes.stack.shape)
-    topics = [kind, mode]
-    if mode == "aggregates" and kind != "encoder":
-        topics.append("rollout_decoder" if kind == "decoder" else "rollout_cross")
-    explanation = how_to_read(*topics)
+    figure_area, controls = st.columns([3, 1])
+    with controls:
+        bind("display")
+        # a radio, not a segmented control: four choices do not fit a control's one row in this column
+        mode = st.radio("Show", DISPLAYS, format_func=DISPLAY_NAMES.get, key="display")
+        default = ctx.first_head if kind == "cross" else (0, 0)
+        layer, head = layer_and_head_pickers(axes.stack.shape, default, side=True)
+        topics = [kind, mode]
+        if mode == "aggregates" and kind != "encoder":
+            topics.append("rollout_decoder" if kind == "decoder" else "rollout_cross")
+        explanation = how_to_read(*topics)
     name = f"{ctx.file_stem}-{kind}-{mode}"
     title = KIND_TITLES[kind]
     display = ctx.display
-    if mode == "single":
-        figure = viz.head_heatmap(axes, layer, head, **display.options(), title=head_title(kind, layer, head))
-        name = f"{name}-L{layer}H{head}"
-    elif mode == "grid":
-        figure = viz.attention_grid(axes.stack, axes.query_pieces, axes.key_pieces, **display.tokens(), title=title)
-    elif mode == "heads":
-        figure = head_view(ctx, axes, layer, title=f"{head_title(kind, layer)} – all heads")
-        name = f"{name}-L{layer}"
-    else:
-        figure = viz.aggregate_figure(
-            axes.stack,
-            layer,
-            axes.query_pieces,
-            axes.key_pieces,
-            rollout=kind != "cross",
-            **display.options(),
-            title=f"{title}: aggregates",
-        )
-        name = f"{name}-L{layer}"
-    show_figure(figure, name, ctx.lesson.view, explanation)
+    with figure_area:
+        if mode == "single":
+            figure = viz.head_heatmap(axes, layer, head, **display.options(), title=head_title(kind, layer, head))
+            name = f"{name}-L{layer}H{head}"
+        elif mode == "grid":
+            figure = viz.attention_grid(axes.stack, axes.query_pieces, axes.key_pieces, **display.tokens(), title=title)
+        elif mode == "heads":
+            figure = head_view(ctx, axes, layer, title=f"{head_title(kind, layer)} – all heads")
+            name = f"{name}-L{layer}"
+        else:
+            figure = viz.aggregate_figure(
+                axes.stack,
+                layer,
+                axes.query_pieces,
+                axes.key_pieces,
+                rollout=kind != "cross",
+                **display.options(),
+                title=f"{title}: aggregates",
+            )
+            name = f"{name}-L{layer}"
+        show_figure(figure, name, ctx.lesson.view, explanation)
 
 
 def head_view(ctx: PageContext, axes: AttentionAxes, layer: int, title: str):

@@ -256,3 +256,18 @@ def batch_head_statistics(
         if progress is not None:
             progress(done, len(texts))
     return mean_head_statistics(tables)
+
+
+def readable_cross_head(table: Sequence[dict[str, Any]]) -> tuple[int, int]:
+    """The (layer, head) of the cross-attention head that reads most like a word alignment: a first head to show.
+
+    Highest ``diagonality`` (weight within one piece of the length-scaled diagonal), compared at
+    two decimals so that near-ties go to the more focused head: the lower ``entropy``, then the
+    later layer. For the shipped English→German model, over its six example sentences (greedy), that
+    is decoder layer 2, head 1 (diagonality 0.56, entropy 1.7 bits; layer 0's heads read 0.16-0.21).
+    """
+    cross = [row for row in table if row["kind"] == KIND_LABELS["cross"]]
+    if not cross:
+        raise ValueError("the table has no cross-attention heads")
+    best = max(cross, key=lambda row: (round(row["diagonality"], 2), -row["entropy"], row["layer"]))
+    return int(best["layer"]), int(best["head"])
