@@ -140,6 +140,36 @@ def describe_card(card: dict[str, Any]) -> str:
     return " · ".join(parts)
 
 
+def learned_from(card: dict[str, Any]) -> str:
+    """One line on what the model learned from (Markdown), from its card; "" when the card does not say."""
+    domain = card.get("domain") if isinstance(card.get("domain"), dict) else {}
+    toy = card.get("toy_task") if isinstance(card.get("toy_task"), dict) else {}
+    if isinstance(domain.get("name"), str):
+        count = domain.get("training_sentences")
+        amount = f"{count:,} " if isinstance(count, int) else ""
+        about = f", {escape_markdown(domain['description'])}," if isinstance(domain.get("description"), str) else ""
+        return f"This model learned from {amount}{escape_markdown(domain['name'])}{about} and nothing else."
+    if isinstance(toy.get("rule"), str):
+        count = toy.get("sizes", {}).get("train") if isinstance(toy.get("sizes"), dict) else None
+        amount = f"{count:,} " if isinstance(count, int) else ""
+        return f"This model learned one rule from {amount}made-up examples: {escape_markdown(toy['rule'])}."
+    return ""
+
+
+def unlike_training_notice(card: dict[str, Any], reasons: Sequence[str]) -> str:
+    """Why the translation may mean little, and what to try instead (Markdown)."""
+    domain = card.get("domain") if isinstance(card.get("domain"), dict) else {}
+    what = domain.get("name", "sentences")
+    examples = " · ".join(f"“{escape_markdown(example)}”" for example in card_examples(card)[:3])
+    return (
+        f"**This sentence is unlike the {escape_markdown(what)} this model learned from**: "
+        + "; ".join(escape_markdown(reason) for reason in reasons)
+        + ". Its translation, and so its attention, may mean little. Sentences like these show what it learned: "
+        + examples
+        + " (more under *Example sentences*)."
+    )
+
+
 CAVEAT = (
     "Attention weights show where each position *reads from*; they are not by themselves an "
     "explanation of the model's decision. Other heads, the feed-forward layers and the residual "

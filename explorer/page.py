@@ -8,12 +8,22 @@ import streamlit as st
 import viz
 from explorer.compute import ModelKey, TraceKey, compute_trace, readable_head
 from explorer.context import Lesson, PageContext
-from explorer.copy import CAVEAT, EXPLANATIONS, card_examples, escape_markdown
+from explorer.copy import (
+    CAVEAT,
+    EXPLANATIONS,
+    LANGUAGE_NAMES,
+    card_examples,
+    escape_markdown,
+    learned_from,
+    unlike_training_notice,
+)
 from explorer.sidebar import checkpoint_picker, presenter_toggle, settings_controls
 from explorer.state import bind, presenting
 from explorer.widgets import show_figure
+from model.analysis.domain import domain_signals, unlike_training
 from model.checkpoint import CheckpointEntry
 from model.heads import parse_module_name
+from model.translator import Translator
 from viz.export import lesson_html
 
 
@@ -28,6 +38,8 @@ def source_section(card: dict) -> tuple[str, str | None]:
     """The sentence box (Enter translates) with example sentences beside it and, with teacher forcing, the target."""
     examples = card_examples(card)
     bind("sentence", examples[0])
+    if learned_from(card) and not presenting():
+        st.caption(learned_from(card))
     box, picker = st.columns([3, 1], vertical_alignment="bottom") if not presenting() else (st.container(), None)
     text = box.text_input("Source sentence", key="sentence", help=EXPLANATIONS["sentence"])
     if picker is not None:
@@ -44,6 +56,41 @@ def source_section(card: dict) -> tuple[str, str | None]:
         st.text_input("Target sentence (the model reads these tokens)", key="target", persist_state="page")
     target = st.session_state.target if st.session_state.teacher_forcing else None
     return text, target or None
+
+
+def unsuitable(translator: Translator, language: str | None, text: str) -> str:
+    """Why ``text``, written for a checkpoint reading ``language``, does not suit ``translator``'s model; "" if it does.
+
+    It does not when the models read different languages (a toy task's symbols are not English), or
+    when the tokenizer has no piece for part of it (<unk>): the model would translate nothing real.
+    """
+    reads = translator.card.get("source_language")
+    if language != reads:
+        return f"this model reads {LANGUAGE_NAMES.get(reads, reads or 'another language')}"
+    pieces = translator.tokenizer.pieces(translator.source_ids(text).ids)
+    unknown = sum(piece == "<unk>" for piece in pieces)
+    return f"this model's tokenizer has no pieces for {unknown} of its parts (<unk>)" if unknown else ""
+
+
+def fit_sentence(translator: Translator) -> None:
+    """After a checkpoint switch, swap a sentence the new model cannot read for the model's own first example.
+
+    Only on the switch: afterwards the person may type anything. The page says what happened and why.
+    """
+    switched = st.session_state.pop("checkpoint_switched", False)
+    language = st.session_state.get("sentence_language")
+    st.session_state.sentence_language = translator.card.get("source_language")
+    text = st.session_state.get("sentence", "")
+    if not switched or not text.strip():
+        return
+    reason = unsuitable(translator, language, text)
+    if reason:
+        example = card_examples(translator.card)[0]
+        st.session_state.sentence = example
+        st.info(
+            f"The sentence “{escape_markdown(text)}” does not suit this checkpoint ({escape_markdown(reason)}), "
+            f"so it shows one of its own examples: “{escape_markdown(example)}”."
+        )
 
 
 def first_head(entry: CheckpointEntry, key: ModelKey) -> tuple[int, int]:
@@ -65,6 +112,7 @@ def open_page() -> PageContext | None:
     """The sidebar and the sentence, translated: the context every view draws from (None without a sentence)."""
     presenter_toggle()
     entry, translator = checkpoint_picker()
+    fit_sentence(translator)
     decoding, display = settings_controls(translator.config.max_len)
     text, target = source_section(entry.card)
     if not text.strip():
@@ -93,6 +141,10 @@ def translation_section(ctx: PageContext, hide_output: bool) -> None:
             f"The sentence has {trace.settings['source_pieces_before_truncation']} pieces; only the first "
             f"{len(trace.source_pieces) - 1} fit the model and were used."
         )
+    calibration = ctx.card.get("domain", {}).get("calibration") if isinstance(ctx.card.get("domain"), dict) else None
+    reasons = unlike_training(domain_signals(trace), calibration) if isinstance(calibration, dict) else []
+    if reasons and trace.settings["mode"] != "forced":
+        st.warning(unlike_training_notice(ctx.card, reasons), icon=":material/travel_explore:")
     if hide_output:
         st.markdown(f"**Translation** ({ctx.mode}): hidden during the quiz; guess it step by step below.")
     elif trace.settings["mode"] == "forced":

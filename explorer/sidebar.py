@@ -48,6 +48,11 @@ def prefill_target() -> None:
         st.session_state.target = st.session_state.get("translation", "")
 
 
+def note_switch() -> None:
+    """Mark the run after a checkpoint change, when the sentence may no longer suit the model (page.fit_sentence)."""
+    st.session_state.checkpoint_switched = True
+
+
 def checkpoints_dir() -> Path:
     return Path(os.environ.get(CHECKPOINTS_ENV) or REPO / "checkpoints")
 
@@ -86,7 +91,7 @@ def checkpoint_picker() -> tuple[CheckpointEntry, Translator]:
     names = list(usable)
     asked = (st.session_state.get("url_request") or {}).get("checkpoint")
     bind("checkpoint", DEFAULT_CHECKPOINT if DEFAULT_CHECKPOINT in usable else names[0], names)
-    name = st.sidebar.selectbox("Checkpoint", names, key="checkpoint")
+    name = st.sidebar.selectbox("Checkpoint", names, key="checkpoint", on_change=note_switch)
     if asked is not None and asked not in usable:
         st.warning(f"Checkpoint “{escape_markdown(asked)}” is not available; using {escape_markdown(name)}.")
     entry = usable[name]

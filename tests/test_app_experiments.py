@@ -372,6 +372,39 @@ def test_a_toy_checkpoint_offers_its_cards_examples(monkeypatch, checkpoints):
     assert any(caption.startswith("Symbol sequence → The sequence reversed") for caption in captions)
 
 
+def test_switching_to_a_checkpoint_the_sentence_does_not_suit_takes_its_example_and_says_so(monkeypatch, checkpoints):
+    monkeypatch.setenv(CHECKPOINTS_ENV, str(checkpoints))
+    card = read_card(checkpoints / TOY)
+    app = AppTest.from_file(APP, default_timeout=60).run()
+    app.text_input(key="sentence").input(SENTENCE).run()
+    app.selectbox(key="checkpoint").set_value(TOY).run()  # English into a model of symbol sequences
+    assert_ok(app)
+    assert app.text_input(key="sentence").value == card["examples"][0]
+    notice = next(info.value for info in app.info if "does not suit this checkpoint" in info.value)
+    assert "reads Symbol sequence" in notice and escape_markdown(card["examples"][0]) in notice
+    assert "<unk>" not in toy_pieces(app)  # the page shows the toy's own task, not <unk> "translated"
+    app.text_input(key="sentence").input("q a q f").run()  # after the switch a person types what they like
+    assert app.text_input(key="sentence").value == "q a q f" and not app.info
+    app.selectbox(key="checkpoint").set_value("tiny-en-de").run()  # symbols into an English model: back to English
+    assert app.text_input(key="sentence").value == card_examples(read_card(checkpoints / "tiny-en-de"))[0]
+    app.text_input(key="sentence").input(SECOND).run()
+    app.selectbox(key="checkpoint").set_value("tiny-en-de").run()  # no switch, no change
+    assert app.text_input(key="sentence").value == SECOND
+
+
+def test_a_sentence_with_pieces_the_new_tokenizer_lacks_does_not_suit_it(checkpoints):
+    from explorer.page import unsuitable
+
+    tiny = load_checkpoint(checkpoints / "tiny-en-de", device="cpu")
+    assert unsuitable(tiny, "en", SENTENCE) == ""
+    assert "no pieces for" in unsuitable(tiny, "en", "a man rides a 🚲 bike")  # the toy tokenizer has no 🚲
+    assert "reads English" in unsuitable(tiny, "seq", SENTENCE)
+
+
+def toy_pieces(app: AppTest) -> list[str]:
+    return list(app.dataframe[-1].value.loc["piece"])
+
+
 def test_card_examples_and_language_names():
     assert card_examples({"examples": ["b k f s", "", 3], "source_language": "seq"}) == ["b k f s"]
     assert card_examples({"examples": [], "source_language": "de"}) == example_sentences("de")
