@@ -347,3 +347,60 @@ def test_bad_inputs_in_a_real_page_render_as_text(server, driver):
         injected = driver.execute_script(READ_INJECTED)
         assert (injected["images"], injected["scripts"], injected["bold"], injected["headings"]) == (0, 0, 0, 0), name
     assert console_errors(driver) == []
+
+
+# Where the first chart's plotting area lies in the viewport, and the page's first viewport size.
+FIRST_CHART_BOX = """
+const gd = document.querySelector('.js-plotly-plot');
+const area = gd && gd.querySelector('.nsewdrag');
+const heading = document.querySelector("[data-testid='stMarkdownContainer'] h3");
+if (!area || !heading) return null;
+const box = area.getBoundingClientRect();
+return {title: gd.layout.title.text, top: box.top, bottom: box.bottom, rows: gd.layout.yaxis.ticktext,
+        columns: gd.layout.xaxis.ticktext, translation_bottom: heading.getBoundingClientRect().bottom,
+        viewport: [window.innerWidth, window.innerHeight]};
+"""
+
+
+def test_first_screen_at_1280x800_shows_the_translation_and_cross_attention_and_enter_translates(
+    browser_ready, tmp_path_factory
+):
+    """The shipped default checkpoint, as a class first sees it: no scrolling, true labels, Enter."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    shipped = REPO / "checkpoints" / "multi30k-en-de"
+    if not (shipped / "model.safetensors").exists():
+        pytest.skip("checkpoints/multi30k-en-de is not shipped")
+    translator = load_checkpoint(shipped, device="cpu")
+    folder = tmp_path_factory.mktemp("first-screen")
+    (folder / "multi30k-en-de").symlink_to(shipped)
+    with (
+        streamlit_server(folder, tmp_path_factory.mktemp("streamlit-log")) as url,
+        chromium(Path(tempfile.mkdtemp(prefix="chromium-profile-")), width=1280, height=800) as driver,
+    ):
+        driver.execute_cdp_cmd(
+            "Emulation.setDeviceMetricsOverride",
+            {"width": 1280, "height": 800, "deviceScaleFactor": 1, "mobile": False},
+        )
+        driver.get(url)
+        box = wait_until(driver, lambda d: d.execute_script(FIRST_CHART_BOX), "the first chart never drew")
+        expected = translator.trace(driver_sentence(driver), beam_size=1)
+        assert box["viewport"] == [1280, 800]
+        assert box["title"].startswith("Decoder layer") and "cross-attention" in box["title"]
+        assert 0 < box["translation_bottom"] < box["top"] < box["bottom"] <= 800  # all of it, without scrolling
+        assert box["rows"] == display_labels(expected.target_pieces[1:])  # first output piece first, </s> last
+        assert box["rows"][-1] == display_labels(["</s>"])[0]
+        assert box["columns"] == display_labels(expected.source_pieces)
+        new_sentence = "Two dogs are playing in the snow."
+        field = driver.find_element(By.CSS_SELECTOR, "input[aria-label='Source sentence']")
+        field.send_keys(Keys.CONTROL, "a")
+        field.send_keys(new_sentence, Keys.ENTER)  # plain Enter: no Ctrl, no button
+        second = translator.trace(new_sentence, beam_size=1)
+        wait_until(
+            driver,
+            lambda d: (d.execute_script(FIRST_CHART_BOX) or {}).get("columns") == display_labels(second.source_pieces),
+            "Enter did not translate the new sentence",
+        )
+        assert translation_text(driver) == second.translation
+        assert console_errors(driver) == []
