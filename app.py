@@ -29,10 +29,10 @@ from explorer.state import bind, presenting, read_url, write_url  # noqa: E402
 
 
 def route(ctx: PageContext) -> None:
-    """The translation, the chosen view right under it, then the decoding steps and the sentence's details.
+    """The translation, the chosen view right under it, then the sentence's details (not in presenter mode).
 
-    Presenter mode shows one view at a time, decoding steps among them; a normal page also shows
-    the steps, except under the quiz, which must not show the answers (nor the translation) before the guess.
+    One view at a time: every figure drawn up front delays the first one. The quiz hides the
+    translation and the output probabilities, which would give the answers away.
     """
     choices = views.choices(presenting())
     bind("view", choices[0], choices)
@@ -43,9 +43,6 @@ def route(ctx: PageContext) -> None:
     )
     views.render(view, ctx)
     if not presenting():
-        if not quiz:
-            st.header("Step through decoding")
-            views.render("steps", ctx)
         details_section(ctx, hide_output=quiz)
 
 

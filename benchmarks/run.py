@@ -24,7 +24,7 @@ from pathlib import Path
 
 import torch
 
-from benchmarks import app_benchmarks, memory, model_benchmarks
+from benchmarks import app_benchmarks, browser_benchmarks, memory, model_benchmarks
 from benchmarks.context import DEFAULT_DATA, Context
 from benchmarks.records import Record, table
 from benchmarks.subject import resolve_subject
@@ -73,6 +73,11 @@ BENCHMARKS = (
         ("classroom_p95_ms",),
         single(app_benchmarks.classroom_p95_ms),
         "30 concurrent sessions on the shared model, p95 latency",
+    ),
+    Benchmark(
+        ("first_heatmap_ms", "edit_redraw_ms"),
+        browser_benchmarks.browser_times,
+        "headless Chromium at 1280x800: first heatmap of a new page, Enter to redrawn heatmap (vs a bare page)",
     ),
     Benchmark(("long_input_ms",), single(app_benchmarks.long_input_ms), "256-piece source: trace and all-heads grid"),
     Benchmark(

@@ -149,6 +149,7 @@ def read_url() -> None:
     goes back to its default. On every other run the widgets are the truth and the URL follows.
     """
     context = get_script_run_ctx()
+    st.session_state.url_bound = set()  # the settings this page run draws (a fragment's reruns add theirs)
     first_run = "url_defaults" not in st.session_state
     # Streamlit marks the runs that the browser's Back and Forward start (the flag its own
     # query-bound widgets use; not public API, hence getattr).
@@ -178,6 +179,7 @@ def bind(key: str, default: Any = GIVEN_BY_THE_PAGE, options: Sequence[Any] | No
     if isinstance(default, list):
         default = list(default)  # widgets may change their value in place; the table's default must not
     st.session_state.url_defaults[key] = default
+    st.session_state.setdefault("url_bound", set()).add(key)
     requested = st.session_state.get("url_request")
     if requested is not None:
         raw = requested.get(key)
@@ -188,16 +190,17 @@ def bind(key: str, default: Any = GIVEN_BY_THE_PAGE, options: Sequence[Any] | No
 
 
 def write_url() -> None:
-    """Put every setting whose value is not its default into the URL.
+    """Put every setting on screen (bound in this page run) whose value is not its default into the URL.
 
     Streamlit adds a browser history entry when a run changes the URL, so Back returns to the
     state before; a run that restores from the URL leaves it as it is.
     """
     defaults = st.session_state.url_defaults
+    bound = st.session_state.get("url_bound", set())
     wanted = {
         setting.key: url_text(st.session_state[setting.key])
         for setting in SETTINGS
-        if setting.key in defaults
+        if setting.key in bound
         and setting.key in st.session_state
         and st.session_state[setting.key] != defaults[setting.key]
     }

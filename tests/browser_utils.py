@@ -53,8 +53,10 @@ def missing_browser() -> str | None:
 
 
 @contextmanager
-def streamlit_server(checkpoints: Path, log_dir: Path | None = None, port: int | None = None) -> Iterator[str]:
-    """Run ``streamlit run app.py`` reading ``checkpoints``; yield its URL, stop it after.
+def streamlit_server(
+    checkpoints: Path, log_dir: Path | None = None, port: int | None = None, script: Path = REPO / "app.py"
+) -> Iterator[str]:
+    """Run ``streamlit run app.py`` (or another ``script``) reading ``checkpoints``; yield its URL, stop it after.
 
     It listens on ``port``, or on a free local port when none is given; pass the port of a server
     that was stopped to restart it where open pages reconnect.
@@ -63,7 +65,7 @@ def streamlit_server(checkpoints: Path, log_dir: Path | None = None, port: int |
     url = f"http://127.0.0.1:{port}"
     env = {**os.environ, "ATTENTION_EXPLORER_CHECKPOINTS": str(checkpoints)}
     command = [
-        sys.executable, "-m", "streamlit", "run", "app.py",
+        sys.executable, "-m", "streamlit", "run", str(script),
         "--server.headless", "true",
         "--server.port", str(port),
         "--server.address", "127.0.0.1",
@@ -105,7 +107,7 @@ def chromium(user_data_dir: Path, width: int = 1400, height: int = 2200) -> Iter
 
 
 def click_button(driver, label: str, timeout_s: float = 60.0) -> None:
-    """Click the button labelled ``label`` once it is on the page and enabled.
+    """Click the button (or radio choice) labelled ``label`` once it is on the page and enabled.
 
     A run may still be drawing, or replacing the last run's elements: until the button is there
     it is looked for again, and a button that went stale or was covered is looked up afresh.
@@ -116,7 +118,9 @@ def click_button(driver, label: str, timeout_s: float = 60.0) -> None:
 
     def clicked(page) -> bool:
         try:
-            buttons = page.find_elements(By.XPATH, f"//button[.//p[normalize-space(.)='{label}']]")
+            buttons = page.find_elements(
+                By.XPATH, f"//button[.//p[normalize-space(.)='{label}']] | //label[.//p[normalize-space(.)='{label}']]"
+            )
             if not buttons or not (buttons[0].is_displayed() and buttons[0].is_enabled()):
                 return False
             buttons[0].click()

@@ -163,6 +163,9 @@ def test_markup_in_source_pieces_output_and_forced_target_is_shown_as_text(monke
     forced = translator.trace(text, beam_size=1, max_len=8, target=text)
     assert headings(app) == [f":orange[{escape_markdown(forced.translation)}]"]  # a typed target, styled as such
     assert USER_TAGS.search(forced.translation) or "**" in forced.translation
+    app.segmented_control(key="view").set_value("steps").run()
+    assert_ok(app)
+    assert_no_markup_rendered(app)
     app.button(key="step_next").click().run()
     assert_ok(app)
     assert_no_markup_rendered(app)

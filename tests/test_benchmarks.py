@@ -29,6 +29,8 @@ EXPECTED = {
     "app_step_ms",
     "classroom_p95_ms",
     "long_input_ms",
+    "first_heatmap_ms",
+    "edit_redraw_ms",
     "train_tokens_vs_torch",
     "server_rss_mb",
     "train_epoch_s",

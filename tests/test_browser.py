@@ -114,7 +114,8 @@ def test_translates_redraws_and_steps(server, driver, translator):
     wait_until(driver, lambda d: (chart(d, "Decoder layer") or {}).get("x") == new_labels, "chart not redrawn")
     wait_until(driver, lambda d: translation_text(d) == second.translation, "translation not updated")
 
-    assert step_text(driver).startswith("Step 1 of")
+    click_button(driver, "Decoding steps")  # one click away from the first screen
+    wait_until(driver, lambda d: step_text(d).startswith("Step 1 of"), "the steps view did not open")
     click_button(driver, "Next")
     wait_until(driver, lambda d: step_text(d).startswith("Step 2 of"), "the step did not move")
     read_so_far = display_labels(second.target_pieces[:2])  # <s> and the first output token
@@ -212,13 +213,13 @@ const box = document.querySelector("input[aria-label='Source sentence']");
 const heading = document.querySelector("[data-testid='stMarkdownContainer'] h3");
 const step = Array.from(document.querySelectorAll('p > strong'))
     .find(strong => strong.innerText.trim().startsWith('Step '));
-const encoder = Array.from(document.querySelectorAll('.js-plotly-plot'))
-    .find(gd => ((gd.layout.title && gd.layout.title.text) || '').startsWith('Decoder layer'));
+const cross = Array.from(document.querySelectorAll('.js-plotly-plot'))
+    .find(gd => ((gd.layout.title && gd.layout.title.text) || '').startsWith('Cross-attention at this step'));
 return {
     sentence: box ? box.value : null,
     translation: heading ? heading.innerText.trim() : null,
     step: step ? step.parentElement.innerText : '',
-    source: encoder ? encoder.layout.xaxis.ticktext : null,
+    source: cross ? cross.layout.xaxis.ticktext : null,
 };
 """
 
@@ -265,7 +266,14 @@ def test_classroom_of_ten_pages_then_a_server_restart(browser_ready, tiny_checkp
             POLL_S,
         )
         edit_sentence(driver, sentence)
-        wait_until(driver, lambda d: shows(d, sentence, trace, 0), f"{sentence!r} was never translated", POLL_S)
+        wait_until(
+            driver,
+            lambda d: d.execute_script(READ_PAGE)["translation"] == trace.translation,
+            f"{sentence!r} was never translated",
+            POLL_S,
+        )
+        click_button(driver, "Decoding steps")
+        wait_until(driver, lambda d: shows(d, sentence, trace, 0), f"{sentence!r}: the steps never showed", POLL_S)
         for reached in range(1, step + 1):
             click_button(driver, "Next")
             wait_until(

@@ -94,8 +94,6 @@ def page_state(app: AppTest) -> dict:
         "view": app.segmented_control(key="view").value,
         "layer": app.selectbox(key="layer").value,
         "head": app.selectbox(key="head").value,
-        "step": app.slider(key="step").value,
-        "step_layer": app.selectbox(key="step_layer").value,
         "merge_words": app.toggle(key="merge_words").value,
         "charts": chart_titles(app),
     }
@@ -119,8 +117,6 @@ def test_a_url_opens_the_page_in_exactly_that_state(new_app, checkpoints):
         "view": "decoder",
         "layer": "1",
         "head": "2",
-        "step": "2",
-        "step_layer": "0",
         "decoding": "beam",
         "beam_size": "3",
         "merge_words": "true",
@@ -129,24 +125,20 @@ def test_a_url_opens_the_page_in_exactly_that_state(new_app, checkpoints):
     assert_ok(app)
     expected = translator(checkpoints, "toy-plain-en-de").trace(SENTENCE, beam_size=3)
     state = page_state(app)
-    assert {key: state[key] for key in ("checkpoint", "sentence", "view", "layer", "head", "step", "step_layer")} == {
+    assert {key: state[key] for key in ("checkpoint", "sentence", "view", "layer", "head")} == {
         "checkpoint": "toy-plain-en-de",
         "sentence": SENTENCE,
         "view": "decoder",
         "layer": 1,
         "head": 2,
-        "step": 2,
-        "step_layer": 0,
     }
     assert state["merge_words"] is True and app.radio(key="decoding").value == "beam"
     assert app.slider(key="beam_size").value == 3
     assert any(markdown.value == f"### {escape_markdown(expected.translation)}" for markdown in app.markdown)
-    assert step_heading(app).startswith(f"**Step 3 of {expected.n_steps}.**")
     decoder = chart_titled(app, "Decoder layer 1 – self-attention – head 2")
     no_weights = np.zeros((expected.n_steps, 1))
     output_words = viz.select_tokens(no_weights, expected.predicted_pieces, ["x"], merge_words=True)
     assert decoder["layout"]["yaxis"]["ticktext"] == output_words.query_labels  # merged words
-    assert chart_titled(app, "Cross-attention at this step – decoder layer 0")
     assert app.query_params == query  # every value was valid, so the URL stays as it was
 
 
@@ -157,8 +149,6 @@ def test_changing_the_state_updates_the_url_and_that_url_reopens_it(app, new_app
     app.segmented_control(key="view").set_value("decoder").run()
     app.selectbox(key="layer").set_value(1).run()
     app.selectbox(key="head").set_value(3).run()
-    app.button(key="step_next").click().run()
-    app.button(key="step_next").click().run()
     app.toggle(key="merge_words").set_value(True).run()
     assert_ok(app)
     assert app.query_params == {
@@ -166,15 +156,19 @@ def test_changing_the_state_updates_the_url_and_that_url_reopens_it(app, new_app
         "view": "decoder",
         "layer": "1",
         "head": "3",
-        "step": "2",
         "merge_words": "true",
     }
     reopened = new_app(**app.query_params).run()
     assert_ok(reopened)
     assert page_state(reopened) == page_state(app)
+    app.segmented_control(key="view").set_value("steps").run()
+    app.button(key="step_next").click().run()
+    app.button(key="step_next").click().run()
+    steps_link = {"sentence": SENTENCE, "view": "steps", "step": "2", "merge_words": "true"}  # only what is on screen
+    assert app.query_params == steps_link
+    assert step_heading(new_app(**steps_link).run()).startswith("**Step 3 of")
     app.segmented_control(key="view").set_value("cross").run()  # back to a default: it leaves the URL
-    app.button(key="step_first").click().run()
-    assert "view" not in app.query_params and "step" not in app.query_params
+    assert "view" not in app.query_params and "step" not in app.query_params  # the steps are not on screen
 
 
 def test_invalid_url_values_fall_back_to_defaults_and_leave_the_url(new_app):
@@ -207,8 +201,6 @@ def shared_links(checkpoints: Path) -> list[dict[str, str]]:
             "head": "2",
             "head_view_query": "1",
             "head_view_heads": "2,0",
-            "step": "2",
-            "step_layer": "0",
             "device": "cpu",
             "decoding": "beam",
             "beam_size": "3",
@@ -273,33 +265,30 @@ def test_a_shared_url_restores_every_setting(new_app, checkpoints):
 
 
 def test_back_and_forward_restore_the_state_of_each_url(app):
-    app.segmented_control(key="view").set_value("encoder").run()
+    app.segmented_control(key="view").set_value("steps").run()
     app.button(key="step_next").click().run()
     history = [dict(app.query_params)]
-    app.selectbox(key="head").set_value(2).run()
+    app.selectbox(key="step_layer").set_value(0).run()
     app.button(key="step_next").click().run()
     history.append(dict(app.query_params))
-    # the layer the page opened on (cross-attention's readable head) stays when the view changes
-    assert history == [
-        {"view": "encoder", "layer": "1", "step": "1"},
-        {"view": "encoder", "layer": "1", "head": "2", "step": "2"},
-    ]
+    assert history == [{"view": "steps", "step": "1"}, {"view": "steps", "step": "2", "step_layer": "0"}]
     run_as_back_button(app, history[0])
     assert_ok(app)
-    assert (app.segmented_control(key="view").value, app.selectbox(key="head").value, app.slider(key="step").value) == (
-        "encoder",
-        0,
-        1,
+    state = (
+        app.segmented_control(key="view").value,
+        app.selectbox(key="step_layer").value,
+        app.slider(key="step").value,
     )
+    assert state == ("steps", 1, 1)
     assert app.query_params == history[0]  # restoring does not write a new URL
     run_as_back_button(app, {})  # the page as first opened
-    assert (app.segmented_control(key="view").value, app.slider(key="step").value) == ("cross", 0)
+    assert app.segmented_control(key="view").value == "cross" and "step" not in app.session_state
     run_as_back_button(app, history[1])  # Forward
-    assert page_state(app)["head"] == 2 and page_state(app)["step"] == 2
+    assert (app.slider(key="step").value, app.selectbox(key="step_layer").value) == (2, 0)
     app.run()  # an ordinary rerun with a URL that does not match keeps the widgets (they are the truth)
     app.query_params = {"view": "positional"}
     app.run()
-    assert app.segmented_control(key="view").value == "encoder"
+    assert app.segmented_control(key="view").value == "steps"
 
 
 # --- presenter mode ---
@@ -307,8 +296,9 @@ def test_back_and_forward_restore_the_state_of_each_url(app):
 
 def test_presenter_mode_shows_one_view_large_with_keyboard_steps(app, new_app, checkpoints):
     app.toggle(key="merge_words").set_value(True).run()
-    app.segmented_control(key="view").set_value("cross").run()
+    app.segmented_control(key="view").set_value("steps").run()
     app.button(key="step_next").click().run()
+    app.segmented_control(key="view").set_value("encoder").run()
     normal_sidebar = [header.value for header in app.sidebar.header]
     app.toggle(key="presenter").set_value(True).run()  # the lesson starts: first view, first step
     assert_ok(app)
@@ -476,8 +466,8 @@ def test_enlarge_scales_fonts_and_height_and_leaves_the_original():
 
 def test_lesson_export_holds_the_charts_on_screen(app, lesson_files, checkpoints):
     app.text_input(key="sentence").input(SENTENCE).run()
+    app.segmented_control(key="view").set_value("steps").run()
     app.button(key="step_next").click().run()
-    app.segmented_control(key="view").set_value("cross").run()
     assert_ok(app)
     document = lesson_files["tiny-en-de-lesson.html"]()
     assert not EXTERNAL_SCRIPT.search(document)
@@ -509,13 +499,13 @@ def test_back_and_forward_in_chromium_walk_through_steps_and_views(browser_ready
     from selenium.webdriver.common.keys import Keys
     from selenium.webdriver.support.ui import WebDriverWait
 
-    def wait_for(driver, query: str, step: int, chart: str) -> None:
+    def wait_for(driver, query: str, step: int | None, chart: str) -> None:
         def arrived(d) -> bool:
             state = d.execute_script(READ_STATE)
             return (
                 not state["running"]  # the run has finished: the page takes the next click or key
                 and state["query"] == query
-                and state["step"].startswith(f"Step {step + 1} of ")
+                and (state["step"].startswith(f"Step {step + 1} of ") if step is not None else not state["step"])
                 and any(title.startswith(chart) for title in state["charts"])
             )
 
@@ -525,21 +515,20 @@ def test_back_and_forward_in_chromium_walk_through_steps_and_views(browser_ready
         streamlit_server(checkpoints) as url,
         chromium(Path(tempfile.mkdtemp(prefix="chromium-profile-"))) as driver,
     ):
-        driver.get(f"{url}/?checkpoint=toy-plain-en-de")
-        cross = "Decoder layer 1 – cross-attention"  # the page opens on the tiny model's readable head
-        wait_for(driver, "?checkpoint=toy-plain-en-de", 0, cross)
+        steps = "?checkpoint=toy-plain-en-de&view=steps"
+        driver.get(f"{url}/{steps}")
+        wait_for(driver, steps, 0, "Step 1: most likely")
         click_button(driver, "Next")
-        wait_for(driver, "?checkpoint=toy-plain-en-de&step=1", 1, cross)
+        wait_for(driver, f"{steps}&step=1", 1, "Step 2: most likely")
         ActionChains(driver).send_keys(Keys.ARROW_RIGHT).perform()  # the Next button's shortcut
-        wait_for(driver, "?checkpoint=toy-plain-en-de&step=2", 2, cross)
-        click_button(driver, "Encoder self-attention")
-        wait_for(
-            driver, "?checkpoint=toy-plain-en-de&view=encoder&layer=1&step=2", 2, "Encoder layer 1 – self-attention"
-        )
+        wait_for(driver, f"{steps}&step=2", 2, "Step 3: most likely")
+        click_button(driver, "Cross-attention")
+        cross = "Decoder layer 1 – cross-attention"  # the tiny model's readable head
+        wait_for(driver, "?checkpoint=toy-plain-en-de", None, cross)
         driver.back()
-        wait_for(driver, "?checkpoint=toy-plain-en-de&step=2", 2, cross)
+        wait_for(driver, f"{steps}&step=2", 2, "Step 3: most likely")
         driver.back()
-        wait_for(driver, "?checkpoint=toy-plain-en-de&step=1", 1, cross)
+        wait_for(driver, f"{steps}&step=1", 1, "Step 2: most likely")
         driver.forward()
-        wait_for(driver, "?checkpoint=toy-plain-en-de&step=2", 2, cross)
+        wait_for(driver, f"{steps}&step=2", 2, "Step 3: most likely")
         assert [entry for entry in driver.get_log("browser") if entry["level"] == "SEVERE"] == []

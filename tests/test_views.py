@@ -51,11 +51,11 @@ def test_importing_app_draws_nothing_and_a_view_renders_alone(monkeypatch, tiny_
         assert plotly_array(matrix["data"][0]["z"]).shape[0] == len(pieces)
 
 
-def test_the_view_registry_lists_each_view_once_with_the_steps_only_in_presenter_mode():
+def test_the_view_registry_lists_each_view_once_and_presenter_mode_opens_on_the_steps():
     keys = [view.key for view in views.VIEWS]
     assert len(keys) == len(set(keys))
-    assert views.choices(presenting=True) == keys
-    assert views.choices(presenting=False) == [key for key in keys if key != "steps"]
+    assert views.choices(presenting=False) == keys and keys[0] == "cross"  # a page opens on cross-attention
+    assert views.choices(presenting=True) == ["steps", *(key for key in keys if key != "steps")]
 
 
 @pytest.mark.parametrize(

@@ -14,10 +14,10 @@ from explorer.views import attention, evolution, experiments, positional, quiz, 
 from explorer.views.registry import View
 from model.heads import KIND_TITLES
 
-# A page opens on the first view it lists: cross-attention on a normal page, the decoding steps in presenter mode.
+# A page opens on the first view listed (cross-attention), presenter mode on the decoding steps.
 VIEWS = (
-    View("steps", "Decoding steps", steps.render, always_shown=True),
     View("cross", KIND_TITLES["cross"], partial(attention.render, kind="cross")),
+    View("steps", "Decoding steps", steps.render, opens_presenter=True),
     View("encoder", KIND_TITLES["encoder"], partial(attention.render, kind="encoder")),
     View("decoder", KIND_TITLES["decoder"], partial(attention.render, kind="decoder")),
     View("positional", "Positional encoding", positional.render),
@@ -29,8 +29,11 @@ BY_KEY = {view.key: view for view in VIEWS}
 
 
 def choices(presenting: bool) -> list[str]:
-    """The view picker's keys: presenter mode shows one view at a time, the always-shown ones among them."""
-    return [view.key for view in VIEWS if presenting or not view.always_shown]
+    """The view picker's keys, the page's default first: presenter mode puts the view it opens on first."""
+    keys = [view.key for view in VIEWS]
+    if presenting:
+        keys.sort(key=lambda key: not BY_KEY[key].opens_presenter)  # stable: the rest keep their order
+    return keys
 
 
 def label(key: str) -> str:

@@ -13,5 +13,5 @@ class View:
     key: str
     label: str
     render: Callable[[PageContext], None]
-    # Drawn above the view picker on a normal page (the decoding steps); a view of its own in presenter mode.
-    always_shown: bool = False
+    # The view presenter mode opens on (the decoding steps: the lesson starts at its first step).
+    opens_presenter: bool = False
