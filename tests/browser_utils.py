@@ -152,11 +152,11 @@ if __name__ == "__main__":
     parser.add_argument("--out", type=Path, default=REPO / "docs" / "screenshot.png", help="PNG to write")
     parser.add_argument(
         "--query",
-        default="step=3&view=cross&layer=3&head=1",
-        help="URL parameters that pick the state shown (e.g. sentence, checkpoint, view, layer, head, step; raw "
+        default="",
+        help="URL parameters that pick the state shown (default: none, the first screen; e.g. sentence, checkpoint, view, layer, head, step; raw "
         "values such as view=cross&layer=3, the format the page itself writes into its URL)",
     )
-    parser.add_argument("--width", type=int, default=1400, help="window width in pixels")
-    parser.add_argument("--height", type=int, default=1500, help="window height in pixels")
+    parser.add_argument("--width", type=int, default=1280, help="window width in pixels")
+    parser.add_argument("--height", type=int, default=950, help="window height in pixels (about 800 of page)")
     arguments = parser.parse_args()
     take_screenshot(arguments.checkpoints, arguments.out, arguments.query, arguments.width, arguments.height)
