@@ -153,8 +153,8 @@ if __name__ == "__main__":
     parser.add_argument(
         "--query",
         default="",
-        help="URL parameters that pick the state shown (default: none, the first screen; e.g. sentence, checkpoint, view, layer, head, step; raw "
-        "values such as view=cross&layer=3, the format the page itself writes into its URL)",
+        help="URL parameters that pick the state shown (default: none, the first screen), e.g. "
+        "view=encoder&layer=3&head=1, in the format the page itself writes into its URL",
     )
     parser.add_argument("--width", type=int, default=1280, help="window width in pixels")
     parser.add_argument("--height", type=int, default=950, help="window height in pixels (about 800 of page)")
