@@ -1,4 +1,4 @@
-"""The page around the views: the sentence box, the translation and its downloads, and the view picker."""
+"""The page around the views: the sentence box, the translation (with notices about it), tokens and downloads."""
 
 from __future__ import annotations
 
@@ -38,8 +38,9 @@ def source_section(card: dict) -> tuple[str, str | None]:
     """The sentence box (Enter translates) with example sentences beside it and, with teacher forcing, the target."""
     examples = card_examples(card)
     bind("sentence", examples[0])
-    if learned_from(card) and not presenting():
-        st.caption(learned_from(card))
+    about_the_model = learned_from(card)
+    if about_the_model and not presenting():
+        st.caption(about_the_model)
     box, picker = st.columns([3, 1], vertical_alignment="bottom") if not presenting() else (st.container(), None)
     text = box.text_input("Source sentence", key="sentence", help=EXPLANATIONS["sentence"])
     if picker is not None:
