@@ -112,7 +112,7 @@ def first_head(entry: CheckpointEntry, key: ModelKey) -> tuple[int, int]:
 def open_page() -> PageContext | None:
     """The sidebar and the sentence, translated: the context every view draws from (None without a sentence)."""
     presenter_toggle()
-    entry, translator = checkpoint_picker()
+    entry, model_key, translator = checkpoint_picker()
     fit_sentence(translator)
     decoding, display = settings_controls(translator.config.max_len)
     text, target = source_section(entry.card)
@@ -120,7 +120,6 @@ def open_page() -> PageContext | None:
         st.session_state.translation = ""
         st.info("Type a sentence in the box above (or pick an example) to see its translation and attention.")
         return None
-    model_key = ModelKey.of(entry.path, st.session_state.device)
     trace_key = TraceKey(model_key, text, decoding.beam_size, decoding.max_len, target)
     trace = compute_trace(trace_key)
     if st.session_state.teacher_forcing and target is None:

@@ -75,8 +75,11 @@ def presenter_toggle() -> None:
         st.html(PRESENTER_CSS)
 
 
-def checkpoint_picker() -> tuple[CheckpointEntry, Translator]:
-    """The checkpoint (with its card and every folder's status) and the device; stops the page without one."""
+def checkpoint_picker() -> tuple[CheckpointEntry, ModelKey, Translator]:
+    """The checkpoint (its card, every folder's status) and the device: the entry, its cache key and the loaded model.
+
+    Stops the page when no folder is usable.
+    """
     st.sidebar.header("Model")
     folder = checkpoints_dir()
     entries = list_checkpoints(str(folder), folder_stamp(folder))
@@ -108,12 +111,13 @@ def checkpoint_picker() -> tuple[CheckpointEntry, Translator]:
         st.sidebar.radio(
             "Device", DEVICES, format_func=DEVICE_NAMES.get, horizontal=True, key="device", persist_state="page"
         )
-    translator = load_translator(ModelKey.of(entry.path, st.session_state.device))
+    model_key = ModelKey.of(entry.path, st.session_state.device)  # stats the folder's files: once per run
+    translator = load_translator(model_key)
     if not presenting():
         st.sidebar.caption(f"Running on: **{translator.device}**")
     for notice in translator.notices:
         st.sidebar.warning(notice)
-    return entry, translator
+    return entry, model_key, translator
 
 
 def settings_controls(max_len: int) -> tuple[Decoding, Display]:
