@@ -17,9 +17,9 @@ from viz.export import LessonSection
 class Display:
     """How tokens are drawn in every attention figure (the sidebar's display toggles)."""
 
-    merge_words: bool = False
-    show_special: bool = True
-    annotate: bool = False
+    merge_words: bool
+    show_special: bool
+    annotate: bool
 
     def options(self) -> dict[str, bool]:
         """Keyword arguments of the viz builders that write numbers in cells."""
@@ -54,7 +54,7 @@ class PageContext:
     trace: Trace
     trace_key: TraceKey  # what the experiments' cached results are keyed on
     display: Display
-    first_head: tuple[int, int] = (0, 0)  # the cross-attention (layer, head) the page opens on
+    first_head: tuple[int, int]  # the cross-attention (layer, head) the page opens on
     lesson: Lesson = field(default_factory=Lesson)
 
     @property

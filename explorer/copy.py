@@ -124,7 +124,7 @@ def describe_card(card: dict[str, Any]) -> str:
     if isinstance(card.get("parameters"), int):
         parts.append(f"{card['parameters']:,} parameters")
     scores = bleu_scores(card)
-    toy = card.get("toy_task") if isinstance(card.get("toy_task"), dict) else {}
+    toy = card_section(card, "toy_task")
     exact = toy.get("held_out_exact_match")
     if isinstance(exact, (int, float)):
         # a toy task has one right answer: BLEU would only restate how often it is found
@@ -140,10 +140,15 @@ def describe_card(card: dict[str, Any]) -> str:
     return " · ".join(parts)
 
 
+def card_section(card: dict[str, Any], name: str) -> dict[str, Any]:
+    """A section of a card (``domain``, ``toy_task``), or an empty one when the card has none or a malformed one."""
+    section = card.get(name)
+    return section if isinstance(section, dict) else {}
+
+
 def learned_from(card: dict[str, Any]) -> str:
     """One line on what the model learned from (Markdown), from its card; "" when the card does not say."""
-    domain = card.get("domain") if isinstance(card.get("domain"), dict) else {}
-    toy = card.get("toy_task") if isinstance(card.get("toy_task"), dict) else {}
+    domain, toy = card_section(card, "domain"), card_section(card, "toy_task")
     if isinstance(domain.get("name"), str):
         count = domain.get("training_sentences")
         amount = f"{count:,} " if isinstance(count, int) else ""
@@ -158,8 +163,7 @@ def learned_from(card: dict[str, Any]) -> str:
 
 def unlike_training_notice(card: dict[str, Any], reasons: Sequence[str]) -> str:
     """Why the translation may mean little, and what to try instead (Markdown)."""
-    domain = card.get("domain") if isinstance(card.get("domain"), dict) else {}
-    what = domain.get("name", "sentences")
+    what = card_section(card, "domain").get("name", "sentences")
     examples = " · ".join(f"“{escape_markdown(example)}”" for example in card_examples(card)[:3])
     return (
         f"**This sentence is unlike the {escape_markdown(what)} this model learned from**: "

@@ -13,6 +13,7 @@ from explorer.copy import (
     EXPLANATIONS,
     LANGUAGE_NAMES,
     card_examples,
+    card_section,
     escape_markdown,
     learned_from,
     unlike_training_notice,
@@ -97,8 +98,7 @@ def fit_sentence(translator: Translator) -> None:
 def first_head(entry: CheckpointEntry, key: ModelKey) -> tuple[int, int]:
     """The cross-attention (layer, head) the page opens on: a toy card's clearest head (measured against its task's
     known alignment), else the head that reads most like a word alignment over the card's examples."""
-    toy = entry.card.get("toy_task")
-    clearest = toy.get("clearest_head") if isinstance(toy, dict) else None
+    clearest = card_section(entry.card, "toy_task").get("clearest_head")
     if isinstance(clearest, dict) and isinstance(clearest.get("head"), int):
         try:
             kind, layer = parse_module_name(str(clearest.get("module")))
@@ -141,7 +141,7 @@ def translation_section(ctx: PageContext, hide_output: bool) -> None:
             f"The sentence has {trace.settings['source_pieces_before_truncation']} pieces; only the first "
             f"{len(trace.source_pieces) - 1} fit the model and were used."
         )
-    calibration = ctx.card.get("domain", {}).get("calibration") if isinstance(ctx.card.get("domain"), dict) else None
+    calibration = card_section(ctx.card, "domain").get("calibration")
     reasons = unlike_training(domain_signals(trace), calibration) if isinstance(calibration, dict) else []
     if reasons and trace.settings["mode"] != "forced":
         st.warning(unlike_training_notice(ctx.card, reasons), icon=":material/travel_explore:")

@@ -34,7 +34,8 @@ STATS_SOURCES = ("sentence", "file")
 ALL_QUERIES = -1  # head view: draw the lines of every query token
 AVERAGE_HEADS = -1  # quiz: the mean over the layer's heads decides where the model looks
 BOOLEANS = (False, True)
-GIVEN_BY_THE_PAGE = None  # a default or option list that ``bind`` receives from the view drawing the widget
+GIVEN_BY_THE_PAGE = None  # in SETTINGS: the default or options come from the view that draws the widget
+FROM_THE_TABLE = object()  # bind's arguments left out: the row of SETTINGS says
 
 
 def parse_bool(raw: str) -> bool:
@@ -164,7 +165,7 @@ def read_url() -> None:
             st.session_state.pop(setting.key, None)
 
 
-def bind(key: str, default: Any = GIVEN_BY_THE_PAGE, options: Sequence[Any] | None = GIVEN_BY_THE_PAGE) -> Any:
+def bind(key: str, default: Any = FROM_THE_TABLE, options: Any = FROM_THE_TABLE) -> Any:
     """Give a setting's widget its value before it is drawn, from the URL when this run reads it; returns the value.
 
     ``default`` and ``options`` complete the row of SETTINGS where the page decides them (a layer
@@ -174,8 +175,8 @@ def bind(key: str, default: Any = GIVEN_BY_THE_PAGE, options: Sequence[Any] | No
     leave it out. A key that is not in SETTINGS is a KeyError: every setting is in the table.
     """
     setting = SETTINGS_BY_KEY[key]
-    default = setting.default if default is GIVEN_BY_THE_PAGE else default
-    options = setting.options if options is GIVEN_BY_THE_PAGE else options
+    default = setting.default if default is FROM_THE_TABLE else default
+    options = setting.options if options is FROM_THE_TABLE else options
     if isinstance(default, list):
         default = list(default)  # widgets may change their value in place; the table's default must not
     st.session_state.url_defaults[key] = default

@@ -82,7 +82,7 @@ def save_checkpoint(
     tokenizer.save(folder)
     card = dict(card or {})
     card.setdefault("parameters", model.num_parameters())
-    (folder / "card.json").write_text(json.dumps(card, indent=2, ensure_ascii=False) + "\n")
+    write_card(folder, card)
     return folder
 
 
@@ -143,6 +143,11 @@ def build_model(folder: Path) -> tuple[Transformer, Tokenizer]:
         raise CheckpointError(f"{weights}: corrupt or truncated safetensors file ({error})") from error
     model.float().eval().requires_grad_(False)
     return model, tokenizer
+
+
+def write_card(folder: str | Path, card: dict[str, Any]) -> None:
+    """card.json as every tool writes it: indented, UTF-8 kept readable, one trailing newline."""
+    (Path(folder) / "card.json").write_text(json.dumps(card, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
 def read_card(folder: Path) -> dict[str, Any]:

@@ -259,7 +259,10 @@ def test_real_default_checkpoint(monkeypatch):
     assert_ok(app)
     assert app.selectbox(key="checkpoint").value == "multi30k-en-de"
     assert translation_shown(app)
+    shipped = REPO / "checkpoints" / "multi30k-en-de"
+    examples = card_examples(read_card(shipped))
+    readable = readable_cross_head(batch_head_statistics(load_checkpoint(shipped, device="cpu"), examples, beam_size=1))
     cross = chart_titles(app)[0]
-    assert cross == "Decoder layer 2 – cross-attention – head 1"  # the readable head (README, head_stats)
+    assert cross == head_title("cross", *readable)  # the first chart: the measured readable head
     figure = chart_titled(app, cross)
     assert figure["layout"]["xaxis"]["ticktext"][0] == "A" and figure["layout"]["yaxis"]["ticktext"][0] == "Ein"

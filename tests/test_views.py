@@ -29,7 +29,8 @@ def positional_view_alone() -> None:
     key = TraceKey(ModelKey.of(path, "cpu"), "a man rides a blue bike in the park.", beam_size=1, max_len=None)
     entry = CheckpointEntry("tiny-en-de", path, read_card(path))
     read_url()
-    positional.render(PageContext(entry, load_translator(key.model), compute_trace(key), key, Display()))
+    display = Display(merge_words=False, show_special=True, annotate=False)
+    positional.render(PageContext(entry, load_translator(key.model), compute_trace(key), key, display, (0, 0)))
 
 
 def test_importing_app_draws_nothing_and_a_view_renders_alone(monkeypatch, tiny_checkpoint):

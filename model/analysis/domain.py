@@ -26,7 +26,6 @@ import json
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -125,7 +124,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = build_parser().parse_args(argv)
-    from model.checkpoint import load_checkpoint, read_card
+    from model.checkpoint import load_checkpoint, read_card, write_card
     from model.training.data import read_lines
 
     translator = load_checkpoint(args.checkpoint, device=args.device)
@@ -135,7 +134,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if args.card:
         card = read_card(args.checkpoint)
         card.setdefault("domain", {})["calibration"] = calibration
-        (Path(args.checkpoint) / "card.json").write_text(json.dumps(card, indent=2, ensure_ascii=False) + "\n")
+        write_card(args.checkpoint, card)
     print(json.dumps(calibration))
     return calibration
 

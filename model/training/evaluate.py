@@ -115,11 +115,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 def record_on_card(checkpoint: str | Path, split: str, result: dict[str, Any]) -> None:
     """Write one split's scores into card.json, keeping everything else on the card."""
-    path = Path(checkpoint) / "card.json"
-    card = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+    from model.checkpoint import read_card, write_card  # loading model.checkpoint is slow; only --card-split needs it
+
+    card = read_card(Path(checkpoint))
     keep = ("bleu", "bleu_lowercase", "chrf", "beam_size", "sentences", "signatures", "src", "ref", "device")
     card.setdefault("scores", {})[split] = {key: result[key] for key in keep if key in result}
-    path.write_text(json.dumps(card, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    write_card(checkpoint, card)
 
 
 def format_table(result: dict[str, Any]) -> str:

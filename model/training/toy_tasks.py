@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from model.checkpoint import load_checkpoint
+from model.checkpoint import load_checkpoint, read_card, write_card
 from model.trace import Trace
 from model.training.data import read_parallel, split_file
 
@@ -329,8 +329,7 @@ def main(argv: list[str] | None = None) -> None:
     result = check_checkpoint(task, args.check, pairs, args.traced)
     print(json.dumps(result, indent=2))
     if args.card:
-        card_path = Path(args.check) / "card.json"
-        card = json.loads(card_path.read_text(encoding="utf-8"))
+        card = read_card(Path(args.check))
         settings = json.loads((Path(args.data) / SETTINGS_FILE).read_text(encoding="utf-8"))
         card["toy_task"] = {
             **settings,
@@ -339,7 +338,7 @@ def main(argv: list[str] | None = None) -> None:
             "measured_with": "python -m model.training.toy_tasks " + " ".join(shlex.quote(a) for a in argv),
         }
         card["examples"] = [source for source, _ in pairs[:5]]
-        card_path.write_text(json.dumps(card, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        write_card(args.check, card)
 
 
 if __name__ == "__main__":
