@@ -63,6 +63,10 @@ EXAMPLE_PAIRS: dict[str, list[tuple[str, str]]] = {
 }
 
 
+HEAD_VIEW_HINT = (
+    "Point at a word to see only its lines; click a word on the left to keep them. "
+    "Click a colour chip to switch its head on or off, double-click it to see that head alone."
+)
 DISPLAY_NAMES = {"single": "Single head", "grid": "All heads", "heads": "Head view", "aggregates": "Aggregates"}
 DEVICE_NAMES = {"auto": "Auto", "cpu": "CPU", "cuda": "CUDA"}
 STATS_SOURCE_NAMES = {"sentence": "This sentence", "file": "A file of sentences"}
@@ -217,8 +221,10 @@ EXPLANATIONS: dict[str, str] = {
     ),
     "heads": (
         "The head view draws a line from each query token (left) to each key token (right); the "
-        "stronger the weight, the darker the line. Each colour is one head; click a head in the "
-        "legend to hide it."
+        "stronger the weight, the darker the line. Each colour is one head, and it opens on the head "
+        "picked beside it. Point at a word to see only its lines; click a word on the left to keep "
+        "them (click it again to let go). Click a head's colour chip to switch it on or off; "
+        "double-click a chip to see that head alone. Hover a line for its exact weight."
     ),
     "aggregates": (
         "**Mean over heads**: what the layer attends to on average. **Max over heads**: the strongest "

@@ -6,6 +6,7 @@ import pandas as pd
 import streamlit as st
 
 import viz
+from explorer.components import svg_download
 from explorer.compute import ModelKey, TraceKey, compute_trace, readable_head
 from explorer.context import Lesson, PageContext
 from explorer.copy import (
@@ -115,6 +116,8 @@ def open_page() -> PageContext | None:
     entry, model_key, translator = checkpoint_picker()
     fit_sentence(translator)
     decoding, display = settings_controls(translator.config.max_len)
+    with st.sidebar:
+        svg_download.mount()  # draws nothing: it adds the SVG button to every chart's toolbar
     text, target = source_section(entry.card)
     if not text.strip():
         st.session_state.translation = ""

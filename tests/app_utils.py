@@ -34,6 +34,13 @@ def chart_titled(app: AppTest, start: str) -> dict:
     return matches[0]
 
 
+def component_data(app: AppTest, name: str) -> dict:
+    """The data the page gave its one st.components.v2 component ``name`` (AppTest does not run its JavaScript)."""
+    found = [element.proto for element in app.get("bidi_component") if element.proto.component_name == name]
+    assert len(found) == 1, [element.proto.component_name for element in app.get("bidi_component")]
+    return json.loads(found[0].json)
+
+
 def plotly_array(value) -> np.ndarray:
     """An array from a figure's JSON: a list, or plotly's base64 typed array {"dtype", "bdata", "shape"}."""
     if isinstance(value, dict):

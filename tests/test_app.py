@@ -6,17 +6,29 @@ import json
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from streamlit.testing.v1 import AppTest
 
 from explorer.copy import card_examples
+from explorer.state import ALL_QUERIES
 from model import load_checkpoint
 from model.analysis.head_stats import batch_head_statistics, readable_cross_head
 from model.checkpoint import read_card
 from model.heads import head_title
 from model.translator import Translator
-from tests.app_utils import APP, CHECKPOINTS_ENV, REPO, assert_ok, chart_specs, chart_titled, chart_titles, plotly_array
+from tests.app_utils import (
+    APP,
+    CHECKPOINTS_ENV,
+    REPO,
+    assert_ok,
+    chart_specs,
+    chart_titled,
+    chart_titles,
+    component_data,
+    plotly_array,
+)
 from viz.tokens import display_labels
 
 SHORT_SENTENCE = "the girl sits."
@@ -116,13 +128,13 @@ def step_heading(app: AppTest) -> str:
 def test_step_buttons_move_the_step(app):
     app.segmented_control(key="view").set_value("steps").run()  # one click away from the first screen
     assert step_heading(app).startswith("**Step 1 of")
-    self_attention = chart_titled(app, "Self-attention at this step")
+    self_attention = chart_titled(app, "Step 1: self-attention")
     assert self_attention["layout"]["xaxis"]["ticktext"] == display_labels(["<s>"])
     app.button(key="step_next").click().run()
     assert_ok(app)
     assert step_heading(app).startswith("**Step 2 of")
     assert app.slider(key="step").value == 1
-    self_attention = chart_titled(app, "Self-attention at this step")
+    self_attention = chart_titled(app, "Step 2: self-attention")
     assert len(self_attention["layout"]["xaxis"]["ticktext"]) == 2  # <s> and the first output token
     app.button(key="step_last").click().run()
     n_steps = int(app.slider(key="step").max)
@@ -140,22 +152,35 @@ def test_every_attention_view_draws(app, view, display):
     app.radio(key="display").set_value(display).run()
     assert_ok(app)
     titles = [spec["layout"]["title"]["text"] for spec in chart_specs(app)]
-    around_the_view = ("Probability of each output token", "Step ", "Cross-attention at this step", "Self-attention at")
+    around_the_view = ("Probability of each output token", "Step ")
     view_titles = [title for title in titles if not title.startswith(around_the_view)]
+    if display == "heads":  # drawn by our component in the browser, not by plotly
+        view_titles.append(component_data(app, "attention_explorer.head_view")["title"])
     assert len(view_titles) == 1, titles
 
 
-def test_head_view_draws_the_chosen_heads_and_query(app):
+def test_head_view_opens_on_the_picked_head_and_draws_the_chosen_heads_and_query(app):
     app.segmented_control(key="view").set_value("cross").run()
     app.selectbox(key="layer").set_value(0).run()
+    app.selectbox(key="head").set_value(2).run()
     app.radio(key="display").set_value("heads").run()
-    app.multiselect(key="head_view_heads").set_value([1, 3]).run()
-    app.selectbox(key="head_view_query").set_value(2).run()
     assert_ok(app)
-    figure = chart_titled(app, "Decoder layer 0 – cross-attention – all heads")
-    hover_traces = [data for data in figure["data"] if data.get("mode") == "markers"]
-    assert [data["name"] for data in hover_traces] == ["head 1", "head 3"]
-    assert {row[3] for data in hover_traces for row in data["customdata"]} == {2}
+    drawn = component_data(app, "attention_explorer.head_view")
+    assert drawn["title"] == "Decoder layer 0 – cross-attention – all heads"
+    assert (drawn["heads"], drawn["query"]) == ([2], ALL_QUERIES)  # one readable head, every query token
+    assert all("all heads" not in title for title in chart_titles(app))  # drawn by the component, not plotly
+    weights = np.array(drawn["weights"])
+    assert weights.shape == (4, len(drawn["queries"]), len(drawn["keys"]))
+    assert drawn["keys"][-1] == {"text": "</s>", "special": True}  # the source's end, drawn as a special token
+    # what the component's click and chip callbacks do: set the page's settings, which the URL keeps
+    app.session_state["head_view_heads"] = [1, 3]
+    app.session_state["head_view_query"] = 2
+    app.run()
+    drawn = component_data(app, "attention_explorer.head_view")
+    assert (drawn["heads"], drawn["query"]) == ([1, 3], 2)
+    assert app.query_params["head_view_heads"] == "1,3" and app.query_params["head_view_query"] == "2"
+    app.selectbox(key="layer").set_value(1).run()  # another layer: the same heads and query
+    assert component_data(app, "attention_explorer.head_view")["heads"] == [1, 3]
 
 
 def test_cross_attention_view_merges_words_and_hides_specials(app):

@@ -10,10 +10,13 @@ from __future__ import annotations
 import tempfile
 import time
 from pathlib import Path
+from xml.etree import ElementTree
 
+import numpy as np
 import pytest
 from browser_utils import REPO, chromium, click_button, streamlit_server
 
+import viz
 from explorer.copy import card_examples
 from model import load_checkpoint
 from model.analysis.head_stats import batch_head_statistics, readable_cross_head
@@ -70,6 +73,14 @@ def chart(driver, title_start: str) -> dict | None:
     return matches[0] if len(matches) == 1 else None
 
 
+def drawn_titles(driver) -> list[str]:
+    """The titles of plotly's charts and of the head view (our component draws its title in its SVG)."""
+    head_views = driver.execute_script(
+        "return [...document.querySelectorAll('.hv-figure')].map(svg => svg.getAttribute('aria-label'))"
+    )
+    return [found["title"] for found in charts(driver)] + head_views
+
+
 def translation_text(driver) -> str | None:
     from selenium.webdriver.common.by import By
 
@@ -121,7 +132,7 @@ def test_translates_redraws_and_steps(server, driver, translator):
     read_so_far = display_labels(second.target_pieces[:2])  # <s> and the first output token
     wait_until(
         driver,
-        lambda d: (chart(d, "Self-attention at this step") or {}).get("x") == read_so_far,
+        lambda d: (chart(d, "Step 2: self-attention") or {}).get("x") == read_so_far,
         "the step's decoder self-attention was not redrawn",
     )
     driver.save_screenshot(str(OUTPUT / "browser-after-step.png"))
@@ -139,6 +150,70 @@ def test_trace_downloads_as_json(server, driver, translator, tmp_path):
     assert downloaded.translation == expected.translation
     assert downloaded.source_pieces == expected.source_pieces
     assert downloaded.attention.keys() == expected.attention.keys()
+    assert console_errors(driver) == []
+
+
+# JavaScript that reads the head view's lines on screen: (head, query, key) of each one not hidden.
+SHOWN_LINES = """
+return [...document.querySelectorAll('.hv-figure line')].filter(line => line.style.display !== 'none')
+    .map(line => ['head', 'query', 'key'].map(name => Number(line.dataset[name])));
+"""
+
+
+def test_head_view_points_keeps_switches_heads_and_downloads_svg(server, driver, translator, tmp_path):
+    """Like BertViz's head view: one readable head at first, a token's lines on pointing, chips switch heads."""
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.by import By
+
+    driver.execute_cdp_cmd("Browser.setDownloadBehavior", {"behavior": "allow", "downloadPath": str(tmp_path)})
+    driver.get(f"{server}/?display=heads")
+    wait_until(driver, lambda d: d.execute_script(SHOWN_LINES), "the head view drew no lines")
+    layer, head = readable_cross_head(batch_head_statistics(translator, card_examples(translator.card), beam_size=1))
+    trace = translator.trace(driver_sentence(driver), beam_size=1)
+    axes = viz.attention_axes(trace, "cross")
+    data = viz.head_view_data(axes.stack[layer], axes.query_pieces, axes.key_pieces)
+    weights = np.array(data["weights"])
+    lines_of = {h: {(h, q, k) for (q, k), w in np.ndenumerate(weights[h]) if w > 0} for h in range(len(weights))}
+    assert set(map(tuple, driver.execute_script(SHOWN_LINES))) == lines_of[head]  # the page's head alone
+
+    query = 1
+    ActionChains(driver).move_to_element(driver.find_elements(By.CSS_SELECTOR, ".hv-query")[query]).perform()
+    pointed = {line for line in lines_of[head] if line[1] == query}
+    wait_until(driver, lambda d: set(map(tuple, d.execute_script(SHOWN_LINES))) == pointed, "pointing showed more")
+    driver.find_elements(By.CSS_SELECTOR, ".hv-query")[query].click()  # keeps them, in the URL too
+    wait_until(driver, lambda d: f"head_view_query={query}" in d.current_url, "the kept token is not in the URL")
+    hint = driver.find_element(By.CSS_SELECTOR, ".hv-hint")
+    ActionChains(driver).move_to_element(hint).perform()  # away from the tokens: the kept token's lines stay
+    assert set(map(tuple, driver.execute_script(SHOWN_LINES))) == pointed
+
+    other = (head + 1) % len(weights)
+    driver.find_elements(By.CSS_SELECTOR, ".hv-chip")[other].click()  # a second head comes on
+    both = ",".join(map(str, sorted([head, other])))
+    wait_until(driver, lambda d: f"head_view_heads={both.replace(',', '%2C')}" in d.current_url, "chip ignored")
+    expected = {line for h in (head, other) for line in lines_of[h] if line[1] == query}
+    wait_until(driver, lambda d: set(map(tuple, d.execute_script(SHOWN_LINES))) == expected, "the head is not on")
+    ActionChains(driver).double_click(driver.find_elements(By.CSS_SELECTOR, ".hv-chip")[other]).perform()
+    wait_until(driver, lambda d: f"head_view_heads={other}" in d.current_url, "double-click did not isolate")
+    alone = {line for line in lines_of[other] if line[1] == query}
+    wait_until(driver, lambda d: set(map(tuple, d.execute_script(SHOWN_LINES))) == alone, "not that head alone")
+
+    driver.find_element(By.CSS_SELECTOR, ".hv-download-svg").click()
+    saved = tmp_path / f"tiny-en-de-cross-heads-L{layer}.svg"
+    wait_until(driver, lambda d: saved.exists() and saved.stat().st_size > 0, "the head view's SVG never arrived")
+    drawing = ElementTree.parse(saved).getroot()
+    assert drawing.tag == "{http://www.w3.org/2000/svg}svg"
+    assert f"{head_title('cross', layer)} – all heads" in "".join(drawing.itertext())
+
+    click_button(driver, "Single head")  # a plotly chart: its toolbar's SVG button, beside the camera
+    wait_until(driver, lambda d: chart(d, head_title("cross", layer, head)), "the single head never drew")
+    figure = driver.find_element(By.CSS_SELECTOR, ".js-plotly-plot")
+    ActionChains(driver).move_to_element(figure).perform()
+    button = wait_until(driver, lambda d: d.find_elements(By.CSS_SELECTOR, ".js-plotly-plot .svg-download"), "no SVG")
+    button[0].click()
+    saved = tmp_path / f"tiny-en-de-cross-single-L{layer}H{head}.svg"
+    wait_until(driver, lambda d: saved.exists() and saved.stat().st_size > 0, "the chart's SVG never arrived")
+    chart_drawing = ElementTree.parse(saved).getroot()
+    assert chart_drawing.tag == "{http://www.w3.org/2000/svg}svg" and "main-svg" in chart_drawing.get("class")
     assert console_errors(driver) == []
 
 
@@ -167,7 +242,7 @@ def test_views_draw_without_console_errors_or_outside_requests(server, driver, t
     )
     for display, title in displays.items():
         click_button(driver, display)
-        wait_until(driver, lambda d, t=title: any(c["title"] == t for c in charts(d)), f"{display} never drew")
+        wait_until(driver, lambda d, t=title: t in drawn_titles(d), f"{display} never drew")
     assert console_errors(driver) == []
     resources = driver.execute_script("return performance.getEntriesByType('resource').map(e => e.name)")
     outside = [name for name in resources if not name.startswith((server, "data:", "blob:"))]
@@ -214,7 +289,7 @@ const heading = document.querySelector("[data-testid='stMarkdownContainer'] h3")
 const step = Array.from(document.querySelectorAll('p > strong'))
     .find(strong => strong.innerText.trim().startsWith('Step '));
 const cross = Array.from(document.querySelectorAll('.js-plotly-plot'))
-    .find(gd => ((gd.layout.title && gd.layout.title.text) || '').startsWith('Cross-attention at this step'));
+    .find(gd => ((gd.layout.title && gd.layout.title.text) || '').includes(': cross-attention, layer '));
 return {
     sentence: box ? box.value : null,
     translation: heading ? heading.innerText.trim() : null,

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 import viz
 from model import load_checkpoint
 from model.tokenizer import word_index
-from viz.tokens import STRUCTURAL_PIECES, display_labels, display_piece, display_word, group_pieces
+from viz.tokens import STRUCTURAL_PIECES, display_labels, display_piece, display_text, display_word, group_pieces
 
 SENTENCE = "a man rides a blue bike in the park."
 
@@ -179,6 +179,28 @@ def test_head_view_can_follow_one_query(trace):
     for head, data in zip([0, 3], hover_traces, strict=True):
         assert {row[3] for row in data.customdata} == {2}
         np.testing.assert_allclose([row[2] for row in data.customdata], axes.stack[1, head, 2], rtol=0, atol=0)
+
+
+def test_head_view_data_is_what_the_browser_draws(trace):
+    """The component's data: plain-text tokens (never HTML), the weights rounded, faint lines left out."""
+    axes = viz.attention_axes(trace, "cross")
+    weights = axes.stack[1]
+    data = viz.head_view_data(weights, axes.query_pieces, axes.key_pieces, min_weight=0.05)
+    assert [token["text"] for token in data["keys"]] == [display_text(piece) for piece in axes.key_pieces]
+    assert [token["special"] for token in data["keys"]] == [piece in STRUCTURAL_PIECES for piece in axes.key_pieces]
+    expected = np.round(weights.astype(float), 3)
+    np.testing.assert_array_equal(np.array(data["weights"]), np.where(expected < 0.05, 0.0, expected))
+    assert data["colours"] == [viz.style.head_colour(head) for head in range(weights.shape[0])]
+    json.dumps(data)  # sent as JSON as it is
+    merged = viz.head_view_data(weights, axes.query_pieces, axes.key_pieces, merge_words=True, show_special=False)
+    words = viz.select_tokens(weights, axes.query_pieces, axes.key_pieces, merge_words=True, show_special=False)
+    assert [token["text"] for token in merged["keys"]] == words.key_tokens  # whole words, as written
+    assert np.array(merged["weights"]).shape == words.weights.shape
+
+
+def test_display_text_is_the_label_without_html():
+    assert [display_text(piece) for piece in ["▁rid", "ing", "<s>", "▁", "<&>"]] == ["rid", "·ing", "<s>", "▁", "·<&>"]
+    assert display_piece("<&>") == "·&lt;&amp;&gt;"
 
 
 # --- merging subwords, hiding specials ---
@@ -421,4 +443,6 @@ def test_figures_do_not_share_their_template(trace):
 def test_chart_config_exports_png_with_a_safe_name():
     config = viz.chart_config("tiny en/de: <cross>")
     assert config["toImageButtonOptions"] == {"format": "png", "filename": "tiny-en-de-cross", "scale": 2}
+    assert viz.download_name("tiny en/de: <cross>") == "tiny-en-de-cross" and viz.download_name("//") == "figure"
+    assert "zoomIn2d" in config["modeBarButtonsToRemove"] and "toImage" not in config["modeBarButtonsToRemove"]
     json.dumps(config)

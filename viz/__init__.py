@@ -15,6 +15,7 @@ from viz.attention import (
     attention_rollout,
     head_heatmap,
     head_view,
+    head_view_data,
     max_over_heads,
     mean_over_heads,
 )
@@ -37,7 +38,7 @@ from viz.pairs import pair_difference_heatmap, pair_heatmaps
 from viz.positional import encoding_norms, positional_curves, positional_matrix, positional_similarity
 from viz.presenter import enlarge
 from viz.quiz import Guess, QuizScore, StepScore, StepTruth, score_step, step_truth, total_score
-from viz.style import ATTENTION_COLORSCALE, chart_config, power_colorscale
+from viz.style import ATTENTION_COLORSCALE, chart_config, download_name, power_colorscale
 from viz.tokens import TokenAttention, display_piece, select_tokens
 from viz.trace_views import AttentionAxes, DecodingStep, attention_axes, decoding_step
 from viz.whatif import fork_attention_figures, fork_info, fork_tokens_figure
@@ -62,6 +63,7 @@ __all__ = [
     "attention_stage_figures",
     "beam_tree_figure",
     "chart_config",
+    "download_name",
     "decoding_step",
     "display_piece",
     "encoding_norms",
@@ -74,6 +76,7 @@ __all__ = [
     "head_stats_heatmap",
     "head_heatmap",
     "head_view",
+    "head_view_data",
     "importance_frame",
     "importance_heatmap",
     "lesson_html",

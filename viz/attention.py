@@ -23,7 +23,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from viz.style import ATTENTION_COLORSCALE, ROW_HEIGHT, base_layout, head_colour, shared_layout, white_figure
-from viz.tokens import TokenAttention, display_piece, select_tokens
+from viz.tokens import MARKED_PIECES, TokenAttention, display_piece, display_text, select_tokens
 from viz.trace_views import AttentionAxes
 
 HEATMAP_HOVER = "query %{y} (%{y:d})<br>key %{x} (%{x:d})<br>weight %{z:.4f}<extra></extra>"
@@ -271,6 +271,39 @@ def head_view(
     figure.update_layout(legend={"orientation": "h", "y": -0.02, "yanchor": "top"}, hovermode="closest")
     rows = max(n_queries, n_keys)
     return base_layout(figure, html.escape(title), height=160 + ROW_HEIGHT * rows)
+
+
+def head_view_data(
+    weights: np.ndarray,
+    query_pieces: Sequence[str],
+    key_pieces: Sequence[str],
+    *,
+    min_weight: float = 0.01,
+    merge_words: bool = False,
+    show_special: bool = True,
+    decimals: int = 3,
+) -> dict[str, Any]:
+    """What the page's interactive head view draws (explorer/components/head_view.js), as JSON-ready data.
+
+    ``weights`` is (heads, queries, keys) for one layer, selected as in head_view. ``queries`` and
+    ``keys`` are the tokens as plain text (the browser draws them as text, never as HTML), each
+    with whether it is a special token; ``weights`` are rounded to ``decimals``, and those under
+    ``min_weight`` are 0 (no line); ``colours`` holds each head's colour.
+    """
+    attention = select_tokens(weights, query_pieces, key_pieces, merge_words=merge_words, show_special=show_special)
+
+    def tokens(texts: Sequence[str]) -> list[dict[str, Any]]:
+        return [
+            {"text": text if merge_words else display_text(text), "special": text in MARKED_PIECES} for text in texts
+        ]
+
+    rounded = np.round(attention.weights.astype(float), decimals)
+    return {
+        "queries": tokens(attention.query_tokens),
+        "keys": tokens(attention.key_tokens),
+        "weights": np.where(rounded < min_weight, 0.0, rounded).tolist(),
+        "colours": [head_colour(head) for head in range(attention.weights.shape[0])],
+    }
 
 
 def _token_column(x: float, labels: Sequence[str], position: str, role: str) -> go.Scatter:

@@ -171,10 +171,17 @@ def token_rows(z: np.ndarray, text: np.ndarray, row_names: list[str], **heatmap:
     return go.Figure(cells, layout={"yaxis": {**y_axis, "showgrid": False}})
 
 
+def download_name(name: str) -> str:
+    """``name`` as a file name without its extension: letters, digits, ``_.-``, every other run as one "-"."""
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", name).strip("-") or "figure"
+
+
 def chart_config(filename: str) -> dict[str, Any]:
-    """plotly config for a chart whose toolbar camera button saves a PNG named after the view."""
-    safe_name = re.sub(r"[^A-Za-z0-9_.-]+", "-", filename).strip("-") or "figure"
+    """plotly config for a chart whose toolbar camera button saves a PNG named after the view (the page adds an SVG
+    button beside it: explorer/components/svg_download.js)."""
     return {
         "displaylogo": False,
-        "toImageButtonOptions": {"format": "png", "filename": safe_name, "scale": 2},
+        "toImageButtonOptions": {"format": "png", "filename": download_name(filename), "scale": 2},
+        # box zoom, pan and reset are enough; a shorter toolbar leaves the title on its left in view
+        "modeBarButtonsToRemove": ["zoomIn2d", "zoomOut2d", "autoScale2d"],
     }

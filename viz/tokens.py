@@ -21,19 +21,24 @@ MARKED_PIECES = (*STRUCTURAL_PIECES, "<unk>")
 CONTINUATION_MARK = "\u00b7"  # "·" before a piece that continues the previous word
 
 
-def display_piece(piece: str) -> str:
-    """One piece as an HTML-safe label.
+def display_text(piece: str) -> str:
+    """One piece as plain text, for labels drawn as text rather than HTML.
 
     A piece that starts a word ("▁rid") is shown bare ("rid"); a piece that continues a word
-    ("ing") gets a leading "·" ("·ing"); special tokens are shown in grey italics.
+    ("ing") gets a leading "·" ("·ing"); special tokens stay as they are.
     """
+    if piece in MARKED_PIECES or piece == WORD_START:
+        return piece
+    if piece.startswith(WORD_START):
+        return piece[len(WORD_START) :]
+    return CONTINUATION_MARK + piece
+
+
+def display_piece(piece: str) -> str:
+    """One piece as an HTML-safe label: display_text, escaped; special tokens in grey italics."""
     if piece in MARKED_PIECES:
         return f"<i style='color:#888'>{html.escape(piece)}</i>"
-    if piece.startswith(WORD_START) and len(piece) > len(WORD_START):
-        return html.escape(piece[len(WORD_START) :])
-    if piece == WORD_START:
-        return WORD_START
-    return CONTINUATION_MARK + html.escape(piece)
+    return html.escape(display_text(piece))
 
 
 def word_text(pieces: Sequence[str]) -> str:

@@ -5,11 +5,13 @@ from __future__ import annotations
 import streamlit as st
 
 import viz
+from explorer.components import head_view as head_view_component
 from explorer.context import PageContext
 from explorer.copy import DISPLAY_NAMES
 from explorer.state import ALL_QUERIES, DISPLAYS, bind
 from explorer.widgets import how_to_read, layer_and_head_pickers, show_figure
 from model.heads import KIND_TITLES, head_title
+from viz.export import LessonSection
 from viz.trace_views import AttentionAxes
 
 
@@ -34,14 +36,14 @@ def render(ctx: PageContext, kind: str) -> None:
     title = KIND_TITLES[kind]
     display = ctx.display
     with figure_area:
+        if mode == "heads":
+            head_view(ctx, axes, kind, (layer, head), f"{name}-L{layer}", explanation)
+            return
         if mode == "single":
             figure = viz.head_heatmap(axes, layer, head, **display.options(), title=head_title(kind, layer, head))
             name = f"{name}-L{layer}H{head}"
         elif mode == "grid":
             figure = viz.attention_grid(axes.stack, axes.query_pieces, axes.key_pieces, **display.tokens(), title=title)
-        elif mode == "heads":
-            figure = head_view(ctx, axes, layer, title=f"{head_title(kind, layer)} – all heads")
-            name = f"{name}-L{layer}"
         else:
             figure = viz.aggregate_figure(
                 axes.stack,
@@ -56,30 +58,25 @@ def render(ctx: PageContext, kind: str) -> None:
         show_figure(figure, name, ctx.lesson.view, explanation)
 
 
-def head_view(ctx: PageContext, axes: AttentionAxes, layer: int, title: str):
-    """Lines from each query token to the keys it reads, one colour per head; which query and which heads to draw."""
+def head_view(
+    ctx: PageContext, axes: AttentionAxes, kind: str, layer_head: tuple[int, int], name: str, explanation: str
+) -> None:
+    """The layer's heads as lines, drawn in the browser, opening on the head picked beside it; the lesson export
+    gets the same heads and query as a plotly figure."""
+    layer, head = layer_head
+    title = f"{head_title(kind, layer)} – all heads"
     tokens = ctx.display.tokens()
-    queries = viz.select_tokens(axes.stack[layer], axes.query_pieces, axes.key_pieces, **tokens).query_tokens
-    heads = list(range(axes.stack.shape[1]))
-    lines_from, heads_drawn = st.columns(2)
-    query_choices = [ALL_QUERIES, *range(len(queries))]
-    bind("head_view_query", options=query_choices)
-    query = lines_from.selectbox(
-        "Lines from",
-        query_choices,
-        format_func=lambda q: "every query token" if q == ALL_QUERIES else f"{q}: {queries[q]}",
-        key="head_view_query",
+    stack = axes.stack[layer]
+    query, heads = head_view_component.draw(
+        stack, axes.query_pieces, axes.key_pieces, title=title, filename=name, default_head=head, tokens=tokens
     )
-    bind("head_view_heads", heads, heads)
-    chosen_heads = heads_drawn.multiselect(
-        "Heads drawn", heads, format_func=lambda n: f"head {n}", key="head_view_heads"
-    )
-    return viz.head_view(
-        axes.stack[layer],
+    figure = viz.head_view(
+        stack,
         axes.query_pieces,
         axes.key_pieces,
-        heads=chosen_heads,
+        heads=heads,
         query=None if query == ALL_QUERIES else query,
         **tokens,
         title=title,
     )
+    ctx.lesson.view.append(LessonSection(title, explanation, figure))
