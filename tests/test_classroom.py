@@ -305,18 +305,23 @@ def test_presenter_mode_shows_one_view_large_with_keyboard_steps(app, new_app, c
     assert normal_sidebar == ["Model", "Decoding", "Display"] and [h.value for h in app.sidebar.header] == ["Model"]
     assert not app.dataframe and not app.get("download_button") and not app.title
     assert app.segmented_control(key="view").value == "steps" and app.session_state["step"] == 0
-    assert chart_titles(app)[0] == "Step 1: most likely next tokens"  # the view on screen, alone
+    # the view on screen, alone; the step's attention first (the first screen of a projector), then the bars
+    assert chart_titles(app) == [
+        "Step 1: cross-attention, layer 1",
+        "Step 1: next token",
+        "Step 1: self-attention, layer 1",
+    ]
     assert app.query_params == {"presenter": "true", "merge_words": "true"}
     app.button(key="step_next").click().run()
-    assert chart_titles(app)[0] == "Step 2: most likely next tokens" and app.query_params["step"] == "1"
+    assert chart_titles(app)[1] == "Step 2: next token" and app.query_params["step"] == "1"
     app = new_app(presenter="true", merge_words="true").run()  # a presenter link opens on the decoding steps
     assert app.segmented_control(key="view").value == "steps"
     assert chart_titles(app) == [
-        "Step 1: most likely next tokens",
-        "Cross-attention at this step – decoder layer 1",
-        "Self-attention at this step – decoder layer 1",
+        "Step 1: cross-attention, layer 1",
+        "Step 1: next token",
+        "Step 1: self-attention, layer 1",
     ]
-    chart = chart_titled(app, "Cross-attention at this step")
+    chart = chart_titled(app, "Step 1: cross-attention")
     assert chart["layout"]["font"]["size"] == pytest.approx(12 * viz.presenter.PRESENTER_SCALE)
     trace = translator(checkpoints).trace(app.text_input(key="sentence").value, beam_size=1)
     words = viz.select_tokens(trace.attention_stack("cross")[1, :, 0], None, trace.source_pieces, merge_words=True)
@@ -474,7 +479,7 @@ def test_lesson_export_holds_the_charts_on_screen(app, lesson_files, checkpoints
     assert document.count("Plotly.newPlot(") == len(app.get("plotly_chart"))
     sections = re.findall(r"<section><h2>(.*?)</h2>", document)
     assert sections == [title.replace("&", "&amp;") for title in chart_titles(app)]
-    assert "Step 2: most likely next tokens" in sections
+    assert "Step 2: next token" in sections
     expected = translator(checkpoints).trace(SENTENCE, beam_size=1)
     assert f"<dd>{SENTENCE}</dd>" in document and f"<dd>{expected.translation}</dd>" in document
 
@@ -517,18 +522,18 @@ def test_back_and_forward_in_chromium_walk_through_steps_and_views(browser_ready
     ):
         steps = "?checkpoint=toy-plain-en-de&view=steps"
         driver.get(f"{url}/{steps}")
-        wait_for(driver, steps, 0, "Step 1: most likely")
+        wait_for(driver, steps, 0, "Step 1: next token")
         click_button(driver, "Next")
-        wait_for(driver, f"{steps}&step=1", 1, "Step 2: most likely")
+        wait_for(driver, f"{steps}&step=1", 1, "Step 2: next token")
         ActionChains(driver).send_keys(Keys.ARROW_RIGHT).perform()  # the Next button's shortcut
-        wait_for(driver, f"{steps}&step=2", 2, "Step 3: most likely")
+        wait_for(driver, f"{steps}&step=2", 2, "Step 3: next token")
         click_button(driver, "Cross-attention")
         cross = "Decoder layer 1 – cross-attention"  # the tiny model's readable head
         wait_for(driver, "?checkpoint=toy-plain-en-de", None, cross)
         driver.back()
-        wait_for(driver, f"{steps}&step=2", 2, "Step 3: most likely")
+        wait_for(driver, f"{steps}&step=2", 2, "Step 3: next token")
         driver.back()
-        wait_for(driver, f"{steps}&step=1", 1, "Step 2: most likely")
+        wait_for(driver, f"{steps}&step=1", 1, "Step 2: next token")
         driver.forward()
-        wait_for(driver, f"{steps}&step=2", 2, "Step 3: most likely")
+        wait_for(driver, f"{steps}&step=2", 2, "Step 3: next token")
         assert [entry for entry in driver.get_log("browser") if entry["level"] == "SEVERE"] == []

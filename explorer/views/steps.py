@@ -20,23 +20,16 @@ def go_to_step(step: int) -> None:
     st.session_state.step = step
 
 
-def step_buttons(n_steps: int) -> list:
-    """First / Previous / Next / Last with their keyboard shortcuts; returns the row's columns.
-
-    Presenter mode leaves one more column in the row, for the layer picker, and no slider.
-    """
+def step_buttons(n_steps: int) -> None:
+    """First / Previous / Next / Last with their keyboard shortcuts."""
     buttons = [
         ("First", ":material/first_page:", "step_first", "Home", go_to_step, (0,)),
         ("Previous", ":material/chevron_left:", "step_previous", "Left", move_step, (-1, n_steps)),
         ("Next", ":material/chevron_right:", "step_next", "Right", move_step, (1, n_steps)),
         ("Last", ":material/last_page:", "step_last", "End", go_to_step, (n_steps - 1,)),
     ]
-    columns = st.columns(len(buttons) + presenting())
-    for column, (label, icon, key, shortcut, callback, args) in zip(columns, buttons, strict=False):
+    for column, (label, icon, key, shortcut, callback, args) in zip(st.columns(len(buttons)), buttons, strict=True):
         column.button(label, icon=icon, key=key, on_click=callback, args=args, shortcut=shortcut, width="stretch")
-    if n_steps > 1 and not presenting():
-        st.slider("Output step", 0, n_steps - 1, key="step")
-    return columns
 
 
 @st.fragment
@@ -46,10 +39,20 @@ def render(ctx: PageContext) -> None:
     trace, display, file_stem = ctx.trace, ctx.display, ctx.file_stem
     n_steps = trace.n_steps
     bind("step", options=list(range(n_steps)))
-    columns = step_buttons(n_steps)
+    step_buttons(n_steps)
     layers = list(range(trace.attention_stack("cross").shape[0]))
     bind("step_layer", layers[-1], layers)
-    layer = (columns[-1] if presenting() else st).selectbox(
+    if presenting():
+        # the step in one line beside the layer, the attention before the bars and the help below them: the step's
+        # cross-attention is on the first screen of a 1280x800 projector
+        step_line, layer_column = st.columns([3, 1], vertical_alignment="center")
+        figures, help_area = st.container(), st.container()
+    else:
+        slider_column, layer_column = st.columns([3, 1], vertical_alignment="bottom")
+        if n_steps > 1:  # presenter mode has none: the arrow keys and the buttons step
+            slider_column.slider("Output step", 0, n_steps - 1, key="step")
+        help_area, step_line, figures = (st.container() for _ in range(3))
+    layer = layer_column.selectbox(
         "Decoder layer",
         layers,
         format_func=lambda n: f"layer {n}",
@@ -57,45 +60,41 @@ def render(ctx: PageContext) -> None:
         label_visibility="collapsed" if presenting() else "visible",
     )
     step = viz.decoding_step(trace, st.session_state.step, layer)
-    explanation = how_to_read("step")
-    st.markdown(f"**Step {step.step + 1} of {n_steps}.** Decoder input so far: {pieces_markdown(step.decoder_input)}")
-    st.markdown(
-        f"Predicted next token: {pieces_markdown([step.predicted])} with probability {step.predicted_probability:.3f}"
+    with help_area:
+        explanation = how_to_read("step")
+    step_line.markdown(
+        f"**Step {step.step + 1} of {n_steps}.** Decoder input so far: {pieces_markdown(step.decoder_input)}"
+        + (" → " if presenting() else "\n\nPredicted next token: ")
+        + f"{pieces_markdown([step.predicted])} with probability {step.predicted_probability:.3f}"
     )
     lesson = ctx.lesson.steps = []  # this fragment's charts replace the ones of its previous run
-    # side by side on a normal page; one under the other, at full width, in presenter mode
-    top, source = (st.container(), st.container()) if presenting() else st.columns([1, 2])
-    with top:
-        show_figure(
-            viz.top_k_figure(
-                step.top_pieces,
-                step.top_probabilities,
-                step.chosen_rank,
-                title=f"Step {step.step + 1}: most likely next tokens",
-            ),
-            f"{file_stem}-step{step.step}-topk",
-            lesson,
-            explanation,
-        )
-    with source:
+    top_k = viz.top_k_figure(
+        step.top_pieces, step.top_probabilities, step.chosen_rank, title=f"Step {step.step + 1}: next token"
+    )
+    cross = viz.step_attention(
+        step.cross_rows,
+        trace.source_pieces,
+        **display.options(),
+        title=f"Step {step.step + 1}: cross-attention, layer {layer}",
+    )
+    with figures:
+        # the bars beside the source attention; in presenter mode the attention first and wider
+        if presenting():
+            source, top = st.columns([2, 1])
+        else:
+            top, source = st.columns([1, 2])
+        with top:
+            show_figure(top_k, f"{file_stem}-step{step.step}-topk", lesson, explanation)
+        with source:
+            show_figure(cross, f"{file_stem}-step{step.step}-cross", lesson)
         show_figure(
             viz.step_attention(
-                step.cross_rows,
-                trace.source_pieces,
+                step.self_rows,
+                step.decoder_input,
                 **display.options(),
-                title=f"Cross-attention at this step – decoder layer {layer}",
+                title=f"Step {step.step + 1}: self-attention, layer {layer}",
             ),
-            f"{file_stem}-step{step.step}-cross",
+            f"{file_stem}-step{step.step}-self",
             lesson,
         )
-    show_figure(
-        viz.step_attention(
-            step.self_rows,
-            step.decoder_input,
-            **display.options(),
-            title=f"Self-attention at this step – decoder layer {layer}",
-        ),
-        f"{file_stem}-step{step.step}-self",
-        lesson,
-    )
     write_url_after_fragment()
