@@ -445,6 +445,13 @@ return {title: gd.layout.title.text, top: box.top, bottom: box.bottom, rows: gd.
 """
 
 
+PRESENTER_TOP = """
+const header = document.querySelector("[data-testid='stHeader']").getBoundingClientRect();
+const label = document.querySelector("[data-testid='stTextInput'] label").getBoundingClientRect();
+return [header.bottom, label.top];
+"""
+
+
 def test_first_screen_at_1280x800_shows_the_translation_and_cross_attention_and_enter_translates(
     browser_ready, tmp_path_factory
 ):
@@ -486,4 +493,13 @@ def test_first_screen_at_1280x800_shows_the_translation_and_cross_attention_and_
             "Enter did not translate the new sentence",
         )
         assert translation_text(driver) == second.translation
+        assert console_errors(driver) == []
+        # presenter mode opens the lesson on the decoding steps: the step's cross-attention is on the first screen
+        driver.get(f"{url}/?presenter=true")
+        wait_until(driver, lambda d: step_text(d).startswith("Step 1 of"), "presenter mode did not start at step 1")
+        box = wait_until(driver, lambda d: d.execute_script(FIRST_CHART_BOX), "the step's chart never drew")
+        assert box["title"].startswith("Step 1: cross-attention")
+        assert box["translation_bottom"] < box["top"] < 800 - 3 * 40  # at least three of its rows in view
+        header_bottom, sentence_top = driver.execute_script(PRESENTER_TOP)
+        assert header_bottom <= sentence_top  # nothing of the slide under Streamlit's header
         assert console_errors(driver) == []

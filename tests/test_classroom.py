@@ -463,6 +463,7 @@ def test_enlarge_scales_fonts_and_height_and_leaves_the_original():
     assert big.layout.font.size == 2 * grid.layout.font.size and big.layout.height == 2 * grid.layout.height
     assert big.layout.xaxis.tickfont.size == 2 * grid.layout.xaxis.tickfont.size
     assert [a.font.size for a in big.layout.annotations] == [2 * (a.font.size or 16) for a in grid.layout.annotations]
+    assert big.layout.margin.t == grid.layout.margin.t + 1.4 * 12  # room for the title's bigger line, no more
     assert grid.layout.font.size == 12  # unchanged
 
 

@@ -9,13 +9,15 @@ from viz.style import FONT_SIZE
 PRESENTER_SCALE = 1.6
 DEFAULT_HEIGHT = 450  # plotly's height when a figure sets none
 SUBPLOT_TITLE_SIZE = 16  # what make_subplots gives its panel titles
+TITLE_TO_FONT = 1.4  # plotly's title font is this times the base font when it sets none
 
 
 def enlarge(figure: go.Figure, scale: float = PRESENTER_SCALE) -> go.Figure:
     """A copy of ``figure`` with its base font, explicit tick, text and panel-title fonts, and height times ``scale``.
 
-    Fonts that inherit the base font (titles, axis titles, colour bars, hovers) grow with it;
-    the figure itself is left unchanged, so the page can still export the normal-size one.
+    Fonts that inherit the base font (titles, axis titles, colour bars, hovers) grow with it; the
+    top margin grows only by as much as the title's line. The figure itself is left unchanged, so
+    the page can still export the normal-size one.
     """
     enlarged = go.Figure(figure)
     layout = enlarged.layout
@@ -24,7 +26,10 @@ def enlarge(figure: go.Figure, scale: float = PRESENTER_SCALE) -> go.Figure:
         height=(layout.height or DEFAULT_HEIGHT) * scale,
     )
     if layout.margin.t is not None:
-        enlarged.update_layout(margin_t=layout.margin.t * scale)
+        # the room above the plot grows by what the title's line grows, not by ``scale``: on a 1280x800
+        # projector every pixel above the first row of cells counts
+        base = figure.layout.font.size or FONT_SIZE
+        enlarged.update_layout(margin_t=layout.margin.t + TITLE_TO_FONT * base * (scale - 1))
     for axis in [*enlarged.select_xaxes(), *enlarged.select_yaxes()]:
         if axis.tickfont.size:
             axis.tickfont.size *= scale

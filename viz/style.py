@@ -182,6 +182,6 @@ def chart_config(filename: str) -> dict[str, Any]:
     return {
         "displaylogo": False,
         "toImageButtonOptions": {"format": "png", "filename": download_name(filename), "scale": 2},
-        # box zoom, pan and reset are enough; a shorter toolbar leaves the title on its left in view
+        # box zoom, pan and reset are enough; a shorter toolbar leaves more of the title in view while it shows
         "modeBarButtonsToRemove": ["zoomIn2d", "zoomOut2d", "autoScale2d"],
     }
