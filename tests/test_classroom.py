@@ -277,14 +277,14 @@ def test_back_and_forward_restore_the_state_of_each_url(app):
     state = (
         app.segmented_control(key="view").value,
         app.selectbox(key="step_layer").value,
-        app.slider(key="step").value,
+        app.select_slider(key="step").value,
     )
     assert state == ("steps", 1, 1)
     assert app.query_params == history[0]  # restoring does not write a new URL
     run_as_back_button(app, {})  # the page as first opened
     assert app.segmented_control(key="view").value == "cross" and "step" not in app.session_state
     run_as_back_button(app, history[1])  # Forward
-    assert (app.slider(key="step").value, app.selectbox(key="step_layer").value) == (2, 0)
+    assert (app.select_slider(key="step").value, app.selectbox(key="step_layer").value) == (2, 0)
     app.run()  # an ordinary rerun with a URL that does not match keeps the widgets (they are the truth)
     app.query_params = {"view": "positional"}
     app.run()

@@ -50,7 +50,10 @@ def render(ctx: PageContext) -> None:
     else:
         slider_column, layer_column = st.columns([3, 1], vertical_alignment="bottom")
         if n_steps > 1:  # presenter mode has none: the arrow keys and the buttons step
-            slider_column.slider("Output step", 0, n_steps - 1, key="step")
+            # counted from 1, as the step line under it says "Step 1 of N"
+            slider_column.select_slider(
+                "Output step", list(range(n_steps)), format_func=lambda step: str(step + 1), key="step"
+            )
         help_area, step_line, figures = (st.container() for _ in range(3))
     layer = layer_column.selectbox(
         "Decoder layer",
