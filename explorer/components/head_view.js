@@ -97,7 +97,7 @@ function draw(root, data, setTriggerValue) {
 
   // the colour chips: one per head, filled while the head is drawn
   const chips = [];
-  let x = 0;
+  let x = 2; // the chips' 2-pixel outline stays inside the drawing
   for (let head = 0; head < nHeads; head++) {
     const label = `head ${head}`;
     const chipWidth = textWidth(label, font) + 30 * scale;
