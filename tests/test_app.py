@@ -138,7 +138,8 @@ def test_step_buttons_move_the_step(app):
     assert len(self_attention["layout"]["xaxis"]["ticktext"]) == 2  # <s> and the first output token
     app.button(key="step_last").click().run()
     n_steps = len(app.select_slider(key="step").options) - 1
-    assert app.select_slider(key="step").options[:2] == ["1", "2"]  # counted as the step line counts    assert step_heading(app).startswith(f"**Step {n_steps + 1} of {n_steps + 1}")
+    assert app.select_slider(key="step").options[:2] == ["1", "2"]  # counted as the step line counts
+    assert step_heading(app).startswith(f"**Step {n_steps + 1} of {n_steps + 1}")
     app.button(key="step_next").click().run()  # already at the end: stays there
     assert app.select_slider(key="step").value == n_steps
     app.button(key="step_first").click().run()

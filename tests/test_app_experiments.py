@@ -110,7 +110,8 @@ def test_whatif_forks_with_another_top_k_token_and_with_a_typed_word(new_app, tr
     tokens = chart_titled(app, "Original and what-if, token by token")
     assert plotly_array(tokens["data"][0]["z"])[1, : forked.n_steps] == pytest.approx(forked.step_probs)
     assert f"fork at step {step}" in [note["text"] for note in tokens["layout"]["annotations"]]
-    forked_attention = chart_titled(app, f"what-if: step {step}")
+    forked_attention = chart_titled(app, f"What if: step {step} → ")
+    assert "Original" in chart_titles(app)  # the two side by side have short titles; the page names the head
     cross = forked.attention["decoder.layers.0.cross_attn"][0]
     assert np.allclose(plotly_array(forked_attention["data"][0]["z"]), cross, atol=1e-6)
     app.text_input(key="fork_word").input("park").run()  # ...and a typed word replaces the pick
@@ -186,9 +187,9 @@ def test_head_statistics_of_the_sentence_as_heatmaps_and_a_table(new_app, origin
     app = new_app(experiment="stats", statistic="diagonality")
     assert_ok(app)
     table = trace_head_statistics(original)
-    for kind in ("encoder self", "decoder self", "cross"):
-        figure = chart_titled(app, f"diagonality: {kind} attention, this sentence")
-        assert np.allclose(plotly_array(figure["data"][0]["z"]), statistic_grid(table, "diagonality", kind))
+    figure = chart_titled(app, "Diagonality of every head – this sentence")  # one figure, a panel per kind
+    for panel, kind in zip(figure["data"], ("encoder self", "decoder self", "cross"), strict=True):
+        assert np.allclose(plotly_array(panel["z"]), statistic_grid(table, "diagonality", kind))
     frame = statistics_frame(app)
     assert len(frame) == len(table) == 3 * 2 * 4  # three attention kinds, two layers, four heads
     assert list(frame["diagonality"]) == pytest.approx([row["diagonality"] for row in table])
@@ -197,20 +198,20 @@ def test_head_statistics_of_the_sentence_as_heatmaps_and_a_table(new_app, origin
 def test_head_statistics_over_an_uploaded_file(new_app, translator):
     app = new_app(experiment="stats", stats_source="file", statistic="entropy")
     assert_ok(app)
-    assert not [title for title in chart_titles(app) if title.startswith("entropy")]  # nothing before a file
+    assert not [title for title in chart_titles(app) if title.startswith("Entropy")]  # nothing before a file
     lines = ["a dog runs in the park.", "", "two cats sit on the red ball.", "the girl walks."]
     app.file_uploader(key="stats_file").set_value(("sentences.txt", "\n".join(lines).encode(), "text/plain")).run()
     assert_ok(app)
     expected = batch_head_statistics(translator, lines, beam_size=1, max_len=MAX_LEN)
-    figure = chart_titled(app, "entropy (bits): cross attention, mean over 3 sentences")
-    assert np.allclose(plotly_array(figure["data"][0]["z"]), statistic_grid(expected, "entropy", "cross"))
+    figure = chart_titled(app, "Entropy (bits) of every head – mean over 3 sentences")
+    assert np.allclose(plotly_array(figure["data"][2]["z"]), statistic_grid(expected, "entropy", "cross"))
     assert set(statistics_frame(app)["sentences"]) == {3}
     cap = MAX_FILE_SENTENCES
     many = [f"the dog {word} in the park." for word in ("runs", "sits", "walks", "plays") * (cap // 4 + 1)]
     app.file_uploader(key="stats_file").set_value(("many.txt", "\n".join(many).encode(), "text/plain")).run()
     assert_ok(app)
     assert [warning.value for warning in app.warning] == [file_cap_notice(len(many), cap)]
-    assert chart_titled(app, f"entropy (bits): cross attention, mean over {cap} sentences")
+    assert chart_titled(app, f"Entropy (bits) of every head – mean over {cap} sentences")
     app.file_uploader(key="stats_file").set_value(("blank.txt", b"\n \n", "text/plain")).run()
     assert_ok(app)
     assert [error.value for error in app.error] == [
@@ -353,7 +354,7 @@ def test_lesson_export_holds_the_experiment_on_screen(new_app, lesson_files, tra
 def test_experiments_in_presenter_mode(new_app):
     app = new_app(presenter="true", experiment="stats")
     assert_ok(app)
-    assert [title.split(":")[0] for title in chart_titles(app)] == ["entropy (bits)"] * 3  # the view alone, no steps
+    assert chart_titles(app) == ["Entropy (bits) of every head – this sentence"]  # the view alone, no steps
 
 
 # --- toy checkpoints: the card's examples and readable language names ---

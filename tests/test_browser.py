@@ -217,6 +217,40 @@ def test_head_view_points_keeps_switches_heads_and_downloads_svg(server, driver,
     assert console_errors(driver) == []
 
 
+# JavaScript that measures each plotly chart's title against its chart: [title, title's right edge, chart width].
+TITLE_FITS = """
+return [...document.querySelectorAll('.js-plotly-plot')].map(gd => {
+    const title = gd.querySelector('.gtitle'), chart = gd.querySelector('.main-svg').getBoundingClientRect();
+    return title ? [title.textContent, title.getBoundingClientRect().right - chart.left, chart.width] : null;
+}).filter(found => found);
+"""
+NARROW_CHARTS = [  # views that put charts side by side or in a column beside the controls
+    ("", 2),
+    ("view=steps", 4),
+    ("view=experiments&experiment=whatif", 4),
+    ("view=experiments&experiment=stats", 2),
+    ("view=experiments&experiment=internals", 10),
+    ("presenter=true", 3),
+    ("presenter=true&view=experiments&experiment=stats", 1),
+]
+
+
+def test_chart_titles_fit_their_charts_at_1280x800(server):
+    """Titles are never cut off: each chart's title ends inside the chart, in every view that narrows charts."""
+    with chromium(Path(tempfile.mkdtemp(prefix="chromium-profile-")), width=1280, height=800) as driver:
+        for query, charts_drawn in NARROW_CHARTS:
+            driver.get(f"{server}/?{query}")
+            wait_until(
+                driver,
+                lambda d, n=charts_drawn: len(d.execute_script(TITLE_FITS)) >= n,
+                f"{query}: its charts never drew",
+            )
+            time.sleep(1)  # the last charts settle their widths
+            measured = driver.execute_script(TITLE_FITS)
+            assert [(query, title) for title, right, width in measured if right > width] == []
+            assert console_errors(driver) == []
+
+
 def driver_sentence(driver) -> str | None:
     from selenium.webdriver.common.by import By
 

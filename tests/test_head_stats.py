@@ -285,42 +285,51 @@ def test_sentences_are_read_one_per_line_and_an_empty_file_is_a_clear_error(tmp_
 # --- figures and the table ---
 
 
-def test_heatmap_is_layers_by_heads_with_the_table_values(traces):
+def test_heatmap_has_a_layers_by_heads_panel_per_kind_with_the_table_values(traces):
     table = trace_head_statistics(traces[0])
-    for kind in KIND_LABELS.values():
-        for statistic in ("entropy", "diagonality"):
-            figure = head_stats_heatmap(table, statistic, kind)
-            z = np.asarray(figure.data[0].z)
+    for statistic in ("entropy", "diagonality"):
+        figure = head_stats_heatmap(table, statistic)
+        assert [annotation.text for annotation in figure.layout.annotations] == [
+            "Encoder self-attention",
+            "Decoder self-attention",
+            "Cross-attention",
+        ]
+        for panel, kind in zip(figure.data, KIND_LABELS.values(), strict=True):
+            z = np.asarray(panel.z)
             rows = [row for row in table if row["kind"] == kind]
             assert z.shape == (max(r["layer"] for r in rows) + 1, max(r["head"] for r in rows) + 1)
             for row in rows:
                 assert z[row["layer"], row["head"]] == row[statistic]
-            assert list(figure.layout.xaxis.ticktext) == [f"head {h}" for h in range(z.shape[1])]
-            assert list(figure.layout.yaxis.ticktext) == [f"layer {layer}" for layer in range(z.shape[0])]
-            assert kind in figure.layout.title.text and "this sentence" in figure.layout.title.text
-    bounded = head_stats_heatmap(table, "same", "cross").data[0]
-    assert (bounded.zmin, bounded.zmax) == (0.0, 1.0)
-    np.testing.assert_array_equal(statistic_grid(table, "same", "cross"), bounded.z)
+            assert panel.coloraxis == "coloraxis"  # one colour scale for the three panels
+        assert list(figure.layout.xaxis.ticktext) == [f"head {h}" for h in range(z.shape[1])]
+        assert list(figure.layout.yaxis.ticktext) == [f"layer {layer}" for layer in range(z.shape[0])]
+        assert figure.layout.title.text.endswith("of every head – this sentence")
+    entropy = head_stats_heatmap(table, "entropy").layout.coloraxis
+    assert (entropy.cmin, entropy.cmax) == (0.0, max(row["entropy"] for row in table))  # the largest of any panel
+    bounded = head_stats_heatmap(table, "same", ["cross"])
+    assert (bounded.layout.coloraxis.cmin, bounded.layout.coloraxis.cmax) == (0.0, 1.0)
+    assert len(bounded.data) == 1
+    np.testing.assert_array_equal(statistic_grid(table, "same", "cross"), bounded.data[0].z)
 
 
 def test_heatmap_labels_and_titles_are_escaped(traces):
     table = trace_head_statistics(traces[0])
-    figure = head_stats_heatmap(table, "bos", "encoder self")
-    assert html.escape(STATISTIC_LABELS["bos"]) in figure.layout.title.text
+    figure = head_stats_heatmap(table, "bos", ["encoder self"])
+    assert figure.layout.title.text.startswith(html.escape("On <s>"))
     assert "<s>" not in figure.layout.title.text and "<s>" not in figure.data[0].hovertemplate
     assert html.escape(STATISTIC_DESCRIPTIONS["bos"]) in figure.data[0].hovertemplate
-    custom = head_stats_heatmap(table, "eos", "cross", title="<b>my file</b>")
+    custom = head_stats_heatmap(table, "eos", ["cross"], title="<b>my file</b>")
     assert custom.layout.title.text == "&lt;b&gt;my file&lt;/b&gt;"
-    batch = head_stats_heatmap(mean_head_statistics([table, table]), "entropy", "cross")
+    batch = head_stats_heatmap(mean_head_statistics([table, table]), "entropy", ["cross"])
     assert "mean over 2 sentences" in batch.layout.title.text
 
 
 def test_bad_statistic_or_kind_is_refused(traces):
     table = trace_head_statistics(traces[0])
     with pytest.raises(ValueError, match="statistic"):
-        head_stats_heatmap(table, "sharpness", "cross")
+        head_stats_heatmap(table, "sharpness")
     with pytest.raises(ValueError, match="kind"):
-        head_stats_heatmap(table, "entropy", "encoder")
+        head_stats_heatmap(table, "entropy", ["encoder"])
     with pytest.raises(ValueError, match="kind"):
         head_stats_frame(table, kinds=["self"])
 

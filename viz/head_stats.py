@@ -1,4 +1,4 @@
-"""Head statistics drawn: a layers × heads heatmap of one statistic, and the sortable table.
+"""Head statistics drawn: one statistic as a layers × heads heatmap per attention kind, and the sortable table.
 
 Both take the table of model.analysis.head_stats (trace_head_statistics for one sentence,
 batch_head_statistics for many): a list of rows with kind, layer, head and every statistic.
@@ -13,9 +13,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
+from plotly.subplots import make_subplots
 
 from model.analysis.head_stats import SHARE_STATISTICS, STATISTIC_DESCRIPTIONS, STATISTICS
-from model.heads import KIND_LABELS
+from model.heads import KIND_LABELS, KIND_TITLES
 from viz.style import ATTENTION_COLORSCALE, base_layout, layer_head_axes, power_colorscale
 
 STATISTIC_LABELS = {
@@ -32,6 +33,7 @@ STATISTIC_LABELS = {
 UNBOUNDED_COLORSCALE = power_colorscale("Blues", 1.0)  # entropy and distance: linear, 0 to the largest value
 CELL_SIZE = 56  # pixels per layer row of the heatmap
 TABLE_KINDS = tuple(KIND_LABELS.values())  # the table's kinds: "encoder self", "decoder self", "cross"
+PANEL_TITLES = {KIND_LABELS[kind]: KIND_TITLES[kind] for kind in KIND_LABELS}  # table kind -> plain words
 
 
 def _check_kind(kind: str) -> None:
@@ -53,39 +55,54 @@ def statistic_grid(table: Sequence[dict[str, Any]], statistic: str, kind: str) -
     return grid
 
 
-def head_stats_heatmap(table: Sequence[dict[str, Any]], statistic: str, kind: str, *, title: str = "") -> go.Figure:
-    """Layers down, heads across, one cell per head coloured by ``statistic`` for ``kind`` attention.
+def head_stats_heatmap(
+    table: Sequence[dict[str, Any]], statistic: str, kinds: Sequence[str] = TABLE_KINDS, *, title: str = ""
+) -> go.Figure:
+    """One panel per attention kind in ``kinds`` (the table's kinds: "encoder self", ...), each layers down and
+    heads across, one cell per head coloured by ``statistic`` on one colour scale shared by the panels.
 
     Shares use the attention colour scale on [0, 1]; entropy and distance a linear scale from 0
-    to the largest value. ``title`` is plain text (escaped here); by default it names the
-    statistic, the kind and how many sentences the values average.
+    to the largest value of any panel. Panels are titled with the kind in plain words, short enough
+    for a third of the page; ``title`` is plain text (escaped here), by default the statistic and
+    how many sentences the values average.
     """
-    grid = statistic_grid(table, statistic, kind)
-    n_layers, n_heads = grid.shape
+    grids = [statistic_grid(table, statistic, kind) for kind in kinds]
     label = STATISTIC_LABELS[statistic]
     if statistic in SHARE_STATISTICS:
-        colours = {"colorscale": ATTENTION_COLORSCALE, "zmin": 0.0, "zmax": 1.0}
+        colours = {"colorscale": ATTENTION_COLORSCALE, "cmin": 0.0, "cmax": 1.0}
     else:
-        colours = {"colorscale": UNBOUNDED_COLORSCALE, "zmin": 0.0, "zmax": float(np.nanmax(grid)) or 1.0}
-    heatmap = go.Heatmap(
-        z=grid,
-        x=list(range(n_heads)),
-        y=list(range(n_layers)),
-        texttemplate="%{z:.2f}",
-        hovertemplate=(
-            f"layer %{{y}}, head %{{x}}<br>{html.escape(label)} %{{z:.4f}}"
-            f"<br>{html.escape(STATISTIC_DESCRIPTIONS[statistic])}<extra></extra>"
-        ),
-        colorbar={"title": {"text": html.escape(label)}},
-        **colours,
+        largest = max(float(np.nanmax(grid)) for grid in grids)
+        colours = {"colorscale": UNBOUNDED_COLORSCALE, "cmin": 0.0, "cmax": largest or 1.0}
+    figure = make_subplots(
+        rows=1, cols=len(kinds), subplot_titles=[PANEL_TITLES[kind] for kind in kinds], horizontal_spacing=0.05
     )
-    x_axis, y_axis = layer_head_axes(n_layers, n_heads)
-    figure = go.Figure(heatmap, layout={"xaxis": x_axis, "yaxis": y_axis})
+    for column, (kind, grid) in enumerate(zip(kinds, grids, strict=True), start=1):
+        n_layers, n_heads = grid.shape
+        figure.add_trace(
+            go.Heatmap(
+                z=grid,
+                x=list(range(n_heads)),
+                y=list(range(n_layers)),
+                coloraxis="coloraxis",
+                texttemplate="%{z:.2f}",
+                hovertemplate=(
+                    f"{PANEL_TITLES[kind]}, layer %{{y}}, head %{{x}}<br>{html.escape(label)} %{{z:.4f}}"
+                    f"<br>{html.escape(STATISTIC_DESCRIPTIONS[statistic])}<extra></extra>"
+                ),
+            ),
+            row=1,
+            col=column,
+        )
+        x_axis, y_axis = layer_head_axes(n_layers, n_heads)
+        figure.update_xaxes(x_axis, row=1, col=column)
+        figure.update_yaxes({**y_axis, "showticklabels": column == 1}, row=1, col=column)
+    figure.update_layout(coloraxis={**colours, "colorbar": {"title": {"text": html.escape(label)}}})
     if not title:
-        sentences = max(row["sentences"] for row in table if row["kind"] == kind)
+        sentences = max(row["sentences"] for row in table if row["kind"] in kinds)
         over = "this sentence" if sentences == 1 else f"mean over {sentences} sentences"
-        title = f"{label}: {kind} attention, {over}"
-    return base_layout(figure, html.escape(title), height=140 + CELL_SIZE * n_layers)
+        title = f"{label[0].upper()}{label[1:]} of every head – {over}"
+    n_layers = max(grid.shape[0] for grid in grids)
+    return base_layout(figure, html.escape(title), height=160 + CELL_SIZE * n_layers)
 
 
 def head_stats_frame(table: Sequence[dict[str, Any]], kinds: Sequence[str] | None = None) -> pd.DataFrame:

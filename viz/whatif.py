@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import plotly.graph_objects as go
 
-from model.heads import head_title, parse_module_name
+from model.heads import parse_module_name
 from model.trace import Trace
 from viz.attention import head_heatmap
 from viz.style import ATTENTION_COLORSCALE, base_layout, head_colour, token_rows
@@ -73,7 +73,8 @@ def fork_tokens_figure(original: Trace, forked: Trace, *, title: str = "") -> go
 def fork_attention_figures(
     original: Trace, forked: Trace, module_name: str, head: int, *, annotate: bool = False
 ) -> tuple[go.Figure, go.Figure]:
-    """The same head's attention in the original and in the fork, each with the fork step's row framed.
+    """The same head's attention in the original and in the fork, each with the fork step's row framed; titled
+    "Original" and "What if: step N → word" (the caller names the head).
 
     Rows are decoding steps (pieces, no merging, so that row t is step t), each labelled with the
     token it wrote: rows up to the fork step read the same input in both, the fork step's row wrote
@@ -84,9 +85,10 @@ def fork_attention_figures(
     chosen = word_text(fork["pieces"])
     figures = []
     kind, layer = parse_module_name(module_name)
-    for name, trace in (("original", original), (f"what-if: step {step} → {chosen}", forked)):
+    # short titles: the two figures stand side by side, each in half the page; the page names the head above them
+    for name, trace in (("Original", original), (f"What if: step {step} → {chosen}", forked)):
         axes = attention_axes(trace, kind)
-        figure = head_heatmap(axes, layer, head, annotate=annotate, title=f"{name} — {head_title(kind, layer, head)}")
+        figure = head_heatmap(axes, layer, head, annotate=annotate, title=name)
         if kind != "encoder":  # encoder attention does not depend on the output: nothing to mark
             figure.add_shape(
                 type="rect",

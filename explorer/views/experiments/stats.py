@@ -1,4 +1,4 @@
-"""Head statistics: every head's statistics as a layers × heads heatmap per attention kind, and a sortable table."""
+"""Head statistics: one statistic of every head as a layers × heads panel per attention kind, and a sortable table."""
 
 from __future__ import annotations
 
@@ -11,10 +11,9 @@ from explorer.admission import shared_gate
 from explorer.compute import sentence_statistics, trace_statistics
 from explorer.context import PageContext
 from explorer.copy import STATS_SOURCE_NAMES, escape_markdown, file_cap_notice
-from explorer.state import STATS_SOURCES, bind, presenting
+from explorer.state import STATS_SOURCES, bind
 from explorer.widgets import how_to_read, show_figure
 from model.analysis.head_stats import STATISTICS, mean_head_statistics, sentences_from_text
-from model.heads import ATTENTION_KINDS, KIND_LABELS
 from viz.head_stats import STATISTIC_LABELS
 
 # A shared classroom server computes an uploaded file's sentences one by one; more would hold it up.
@@ -60,15 +59,12 @@ def render(ctx: PageContext) -> None:
     table = trace_statistics(ctx.trace_key) if source == "sentence" else file_statistics(ctx)
     if table is None:
         return
-    panels = [st.container() for _ in ATTENTION_KINDS] if presenting() else st.columns(len(ATTENTION_KINDS))
-    for panel, kind in zip(panels, ATTENTION_KINDS, strict=True):
-        with panel:
-            show_figure(
-                viz.head_stats_heatmap(table, statistic, KIND_LABELS[kind]),
-                f"{ctx.file_stem}-stats-{source}-{statistic}-{kind}",
-                ctx.lesson.view,
-                explanation if kind == "encoder" else "",
-            )
+    show_figure(
+        viz.head_stats_heatmap(table, statistic),
+        f"{ctx.file_stem}-stats-{source}-{statistic}",
+        ctx.lesson.view,
+        explanation,
+    )
     st.dataframe(
         viz.head_stats_frame(table),
         hide_index=True,

@@ -10,7 +10,7 @@ from explorer.context import PageContext
 from explorer.copy import escape_markdown
 from explorer.state import bind
 from explorer.widgets import how_to_read, module_pickers, show_figure, show_translations
-from model.heads import HeadRef
+from model.heads import HeadRef, head_title
 from viz.quiz import piece_text
 
 
@@ -62,6 +62,7 @@ def render(ctx: PageContext) -> None:
         explanation,
     )
     kind, layer, head = module_pickers(trace)
+    st.markdown(f"**{head_title(kind, layer, head)}**, before and after the change:")
     figures = viz.fork_attention_figures(
         trace, forked, HeadRef(kind, layer, head).module_name, head, annotate=ctx.display.annotate
     )
