@@ -169,6 +169,8 @@ def test_head_view_opens_on_the_picked_head_and_draws_the_chosen_heads_and_query
     drawn = component_data(app, "attention_explorer.head_view")
     assert drawn["title"] == "Decoder layer 0 – cross-attention – all heads"
     assert (drawn["heads"], drawn["query"]) == ([2], ALL_QUERIES)  # one readable head, every query token
+    app.selectbox(key="head").set_value(3).run()  # untouched, the head view follows the picker
+    assert component_data(app, "attention_explorer.head_view")["heads"] == [3]
     assert all("all heads" not in title for title in chart_titles(app))  # drawn by the component, not plotly
     weights = np.array(drawn["weights"])
     assert weights.shape == (4, len(drawn["queries"]), len(drawn["keys"]))
@@ -180,7 +182,8 @@ def test_head_view_opens_on_the_picked_head_and_draws_the_chosen_heads_and_query
     drawn = component_data(app, "attention_explorer.head_view")
     assert (drawn["heads"], drawn["query"]) == ([1, 3], 2)
     assert app.query_params["head_view_heads"] == "1,3" and app.query_params["head_view_query"] == "2"
-    app.selectbox(key="layer").set_value(1).run()  # another layer: the same heads and query
+    app.selectbox(key="layer").set_value(1).run()  # another layer or head picked: the chosen heads stay
+    app.selectbox(key="head").set_value(0).run()
     assert component_data(app, "attention_explorer.head_view")["heads"] == [1, 3]
 
 

@@ -39,6 +39,14 @@ def take_heads() -> None:
     st.session_state.head_view_heads = list(st.session_state[EVENTS_KEY].heads)
 
 
+def follow_the_picker(default_head: int) -> None:
+    """Until a chip is clicked, the heads drawn follow the head picked beside the view: a setting still at the
+    default of the last run (bind records it) moves to the new one."""
+    last_default = st.session_state.url_defaults.get("head_view_heads")
+    if last_default is not None and st.session_state.get("head_view_heads") == last_default:
+        st.session_state.head_view_heads = [default_head]
+
+
 def draw(
     weights: np.ndarray,
     query_pieces: list[str],
@@ -52,9 +60,11 @@ def draw(
     """Draw one layer's (heads, queries, keys) ``weights`` as lines; returns the kept query (or ALL_QUERIES) and the
     heads drawn, for the lesson export.
 
-    The view opens on ``default_head`` alone; ``tokens`` are the display's merge/special options.
+    The view opens on ``default_head`` alone (and follows it until a chip is clicked); ``tokens`` are the display's
+    merge/special options.
     """
     data: dict[str, Any] = viz.head_view_data(weights, query_pieces, key_pieces, **tokens)
+    follow_the_picker(default_head)
     bind("head_view_query", options=[ALL_QUERIES, *range(len(data["queries"]))])
     heads = bind("head_view_heads", [default_head], list(range(len(data["colours"]))))
     query = st.session_state.head_view_query
