@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 import numpy as np
 import torch
 
+from model.analysis.attribution import Attribution, attribute
 from model.analysis.internals import AttentionStages, attention_stages
 from model.analysis.whatif import fork_prefix, resolve_choice
 from model.decoding import (
@@ -302,6 +303,14 @@ class Translator:
             )
         )
         return stages
+
+    def attribute(self, trace: Trace, method: str) -> Attribution:
+        """Which source pieces made each output token of ``trace``, by ``method`` (one of ATTRIBUTION_METHODS).
+
+        See model.analysis.attribution; runs on the shared model like every other call (``run``).
+        """
+        attribution, _ = self.run(lambda m, d: attribute(m, trace, method))
+        return attribution
 
     def _output_limit(self, model: Transformer, source_length: int, max_len: int | None, prefix: list[int]) -> int:
         """Tokens decoding may add after the prefix: ``max_len`` (None: the default), within the model's positions."""

@@ -1,0 +1,107 @@
+"""Attributions (model.analysis.attribution): checked against hand computations and interventions, not snapshots."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from model import load_checkpoint
+from model.analysis.attribution import ATTRIBUTION_METHODS, attribute, value_norm
+from model.capture import capture_attention
+from model.heads import module_name
+from model.transformer import Transformer
+from tests.model_utils import small_config
+
+SOURCE = [5, 9, 7, 11, 2]  # pieces and EOS (id 2), as a Trace's source_ids
+TARGET = [1, 8, 6, 10, 2]  # BOS, output, EOS
+
+
+def one_head_model() -> Transformer:
+    torch.manual_seed(0)
+    return Transformer(small_config(16, n_heads=1, n_encoder_layers=1, n_decoder_layers=1)).eval()
+
+
+def last_cross_weights(model: Transformer) -> np.ndarray:
+    """The last decoder layer's cross-attention (heads, steps, source) in a captured teacher-forced pass."""
+    with torch.no_grad(), capture_attention(model) as capture:
+        model(torch.tensor([SOURCE]), torch.tensor([TARGET[:-1]]))
+    return capture.attention[module_name("cross", model.config.n_decoder_layers - 1)][0].double().numpy()
+
+
+def test_value_norm_equals_a_hand_computation_on_a_one_head_model():
+    model = one_head_model()
+    attribution = value_norm(model, SOURCE, TARGET)
+    cross = model.decoder.layers[0].cross_attn
+    with torch.no_grad():
+        memory, _ = model.encode(torch.tensor([SOURCE]))
+        values = cross.v_proj(memory)[0].double().numpy()  # (source, d_model): one head holds every dimension
+        out = cross.out_proj.weight.double().numpy()  # (d_model, d_model)
+    weights = last_cross_weights(model)[0]
+    expected = np.zeros_like(weights)
+    for i in range(weights.shape[0]):
+        for j in range(weights.shape[1]):
+            expected[i, j] = np.linalg.norm(weights[i, j] * (out @ values[j]))
+    np.testing.assert_allclose(attribution.layers["layer"], expected, rtol=1e-6)
+    np.testing.assert_allclose(attribution.layers["per_head"][0], expected, rtol=1e-6)  # one head: the same
+    np.testing.assert_allclose(attribution.source, expected / expected.sum(axis=1, keepdims=True), rtol=1e-6)
+    np.testing.assert_allclose(attribution.source.sum(axis=1), 1.0, atol=1e-12)
+
+
+def test_value_norm_sends_each_head_through_its_own_slice_of_the_output_projection():
+    torch.manual_seed(2)
+    model = Transformer(small_config(16, n_heads=2, n_encoder_layers=1, n_decoder_layers=1)).eval()
+    attribution = value_norm(model, SOURCE, TARGET)
+    cross = model.decoder.layers[0].cross_attn
+    with torch.no_grad():
+        memory, _ = model.encode(torch.tensor([SOURCE]))
+        values = cross.v_proj(memory)[0].double().numpy()  # (source, d_model): head h holds its head_dim slice
+        out = cross.out_proj.weight.double().numpy()
+    weights = last_cross_weights(model)  # (heads, steps, source)
+    width = cross.head_dim
+    sent = [out[:, h * width : (h + 1) * width] @ values[:, h * width : (h + 1) * width].T for h in range(2)]
+    expected_heads = np.array([weights[h][:, :, None] * sent[h].T[None] for h in range(2)])  # (h, i, j, d)
+    np.testing.assert_allclose(attribution.layers["per_head"], np.linalg.norm(expected_heads, axis=-1), rtol=1e-6)
+    np.testing.assert_allclose(attribution.layers["layer"], np.linalg.norm(expected_heads.sum(0), axis=-1), rtol=1e-6)
+
+
+def test_a_source_piece_that_sends_nothing_gets_nothing_while_attention_still_points_at_it():
+    """Zero one source piece's value vector (an intervention on the last cross-attention's value projection)."""
+    torch.manual_seed(1)
+    model = Transformer(small_config(16)).eval()
+    silenced = 2
+    cross = dict(model.named_modules())[module_name("cross", model.config.n_decoder_layers - 1)]
+
+    def silence(module, inputs, output):
+        output = output.clone()
+        output[:, silenced] = 0.0  # the value projection's output, bias included, for that piece only
+        return output
+
+    handle = cross.v_proj.register_forward_hook(silence)
+    try:
+        attribution = value_norm(model, SOURCE, TARGET)
+        raw = last_cross_weights(model)
+    finally:
+        handle.remove()
+    assert np.all(attribution.source[:, silenced] == 0.0)  # exactly: nothing it sends reaches the output
+    assert np.all(attribution.layers["per_head"][:, :, silenced] == 0.0)
+    assert np.all(raw[:, :, silenced] > 0.0)  # while every head still attends to it
+    np.testing.assert_allclose(attribution.source.sum(axis=1), 1.0, atol=1e-12)
+
+
+def test_translator_attributes_a_trace_by_every_method(tiny_checkpoint):
+    translator = load_checkpoint(tiny_checkpoint, device="cpu")
+    trace = translator.trace("a man rides a blue bike.", beam_size=1)
+    shapes = (trace.n_steps, len(trace.source_pieces))
+    attention = translator.attribute(trace, "attention")
+    np.testing.assert_array_equal(attention.source, trace.attention_stack("cross")[-1].mean(axis=0))
+    for method in ATTRIBUTION_METHODS:
+        found = translator.attribute(trace, method)
+        assert found.method == method and found.source.shape == shapes
+        assert np.all(found.source >= 0) and np.allclose(found.source.sum(axis=1), 1.0, atol=1e-5)
+    by_norm = translator.attribute(trace, "value_norm").source
+    assert not np.allclose(by_norm, attention.source, atol=1e-3)  # the value vectors change the picture
+    with pytest.raises(ValueError, match="method must be one of"):
+        attribute(translator.model, trace, "saliency")
+    with pytest.raises(ValueError, match="BOS and at least one"):
+        value_norm(translator.model, trace.source_ids, trace.target_ids[:1])
