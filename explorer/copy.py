@@ -67,6 +67,7 @@ HEAD_VIEW_HINT = (
     "Point at a word to see only its lines; click a word on the left to keep them. "
     "Click a colour chip to switch its head on or off, double-click it to see that head alone."
 )
+ATTRIBUTION_NAMES = {"attention": "Attention (last layer, mean of heads)", "value_norm": "Value norm"}
 DISPLAY_NAMES = {"single": "Single head", "grid": "All heads", "heads": "Head view", "aggregates": "Aggregates"}
 DEVICE_NAMES = {"auto": "Auto", "cpu": "CPU", "cuda": "CUDA"}
 STATS_SOURCE_NAMES = {"sentence": "This sentence", "file": "A file of sentences"}
@@ -259,6 +260,15 @@ EXPLANATIONS: dict[str, str] = {
         "head or the mean over its heads (a word's pieces are added up; </s> counts as a word). "
         "*What it writes* is right when you pick the token the model output. Each answered question "
         "is one point."
+    ),
+    "attribution": (
+        "**Where does this word come from?** Pick an output word. Each row is one way of asking which source "
+        "words it came from, as shares that add up to 1. *Attention* is the last decoder layer's cross-attention, "
+        "averaged over its heads: where the layer **looks**. *Value norm* (Kobayashi et al. 2020) weighs each "
+        "look by the size of what that source word **sends** (its value vector through the output projection): "
+        "a head can look hard at a word, often `</s>` or a full stop, that sends almost nothing. Where the two "
+        "rows disagree, the attention map alone would have told the wrong story. Both read one layer only; the "
+        "residual path and the feed-forward layers also carry information, so every method is an estimate."
     ),
     "evolution": (
         "**Training evolution.** The same head for the same sentence, saved at several moments of "

@@ -96,6 +96,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("step", int, 0),
     Setting("step_layer", int),
     Setting("quiz_head", int, AVERAGE_HEADS),
+    Setting("attribution_step", int, 0),
     Setting("evolution_kind", parse_text, "cross", ATTENTION_KINDS),
     Setting("experiment", parse_text, "whatif"),
     Setting("module_kind", parse_text, "cross", ATTENTION_KINDS),

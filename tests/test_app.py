@@ -187,6 +187,23 @@ def test_head_view_opens_on_the_picked_head_and_draws_the_chosen_heads_and_query
     assert component_data(app, "attention_explorer.head_view")["heads"] == [1, 3]
 
 
+def test_attribution_view_shows_each_method_for_the_picked_word(app, checkpoints):
+    app.segmented_control(key="view").set_value("attribution").run()
+    assert_ok(app)
+    app.segmented_control(key="attribution_step").set_value(1).run()
+    assert_ok(app)
+    translator = load_checkpoint(checkpoints / "tiny-en-de", device="cpu")
+    trace = translator.trace(app.text_input(key="sentence").value, beam_size=1)
+    figure = chart_titled(app, "Where “")
+    assert "(step 2)" in figure["layout"]["title"]["text"]
+    assert figure["layout"]["yaxis"]["ticktext"] == ["Attention (last layer, mean of heads)", "Value norm"]
+    shown = plotly_array(figure["data"][0]["z"])
+    assert shown[0] == pytest.approx(translator.attribute(trace, "attention").source[1], abs=1e-6)
+    assert shown[1] == pytest.approx(translator.attribute(trace, "value_norm").source[1], abs=1e-6)
+    assert chart_titled(app, "Every output word")["layout"]["annotations"][1]["text"] == "Value norm"
+    assert app.query_params["attribution_step"] == "1"
+
+
 def test_cross_attention_view_merges_words_and_hides_specials(app):
     sentence = "a man rides a blue bike in the park."  # words the toy tokenizer knows, so no <unk>
     app.text_input(key="sentence").input(sentence).run()

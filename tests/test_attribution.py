@@ -6,11 +6,13 @@ import numpy as np
 import pytest
 import torch
 
+import viz
 from model import load_checkpoint
 from model.analysis.attribution import ATTRIBUTION_METHODS, attribute, value_norm
 from model.capture import capture_attention
 from model.heads import module_name
 from model.transformer import Transformer
+from tests.bad_inputs import BAD_INPUTS
 from tests.model_utils import small_config
 
 SOURCE = [5, 9, 7, 11, 2]  # pieces and EOS (id 2), as a Trace's source_ids
@@ -105,3 +107,26 @@ def test_translator_attributes_a_trace_by_every_method(tiny_checkpoint):
         attribute(translator.model, trace, "saliency")
     with pytest.raises(ValueError, match="BOS and at least one"):
         value_norm(translator.model, trace.source_ids, trace.target_ids[:1])
+
+
+def test_figures_merge_words_by_adding_shares_and_escape_labels():
+    rows = {"<b>raw</b>": np.array([0.1, 0.2, 0.3, 0.4]), "norm": np.array([0.4, 0.3, 0.2, 0.1])}
+    pieces = ["▁rid", "ing", "▁bike", "</s>"]
+    figure = viz.attribution_rows(rows, pieces, merge_words=True, title="<i>x</i>")
+    np.testing.assert_allclose(figure.data[0].z, [[0.3, 0.3, 0.4], [0.7, 0.2, 0.1]])  # "riding" = 0.1 + 0.2
+    assert list(figure.layout.yaxis.ticktext) == ["&lt;b&gt;raw&lt;/b&gt;", "norm"]
+    assert figure.layout.title.text == "&lt;i&gt;x&lt;/i&gt;"
+    maps = {"a": np.eye(4)[:3], "b": np.full((3, 4), 0.25)}
+    both = viz.attribution_maps(maps, ["▁ein", "▁rad", "</s>"], pieces, show_special=False)
+    assert [panel.coloraxis for panel in both.data] == ["coloraxis", "coloraxis"]  # one colour scale
+    assert np.asarray(both.data[1].z).shape == (2, 3)  # </s> hidden on both axes
+    assert [note.text for note in both.layout.annotations] == ["a", "b"]
+
+
+@pytest.mark.parametrize("name", [name for name, text in BAD_INPUTS.items() if text.strip()])  # else no trace
+def test_attribution_of_bad_inputs_never_crashes(tiny_checkpoint, name):
+    translator = load_checkpoint(tiny_checkpoint, device="cpu")
+    trace = translator.trace(BAD_INPUTS[name], beam_size=1, max_len=12)
+    for method in ATTRIBUTION_METHODS:
+        source = translator.attribute(trace, method).source
+        assert source.shape == (trace.n_steps, len(trace.source_pieces)) and np.all(np.isfinite(source))

@@ -230,6 +230,7 @@ NARROW_CHARTS = [  # views that put charts side by side or in a column beside th
     ("view=experiments&experiment=whatif", 4),
     ("view=experiments&experiment=stats", 2),
     ("view=experiments&experiment=internals", 10),
+    ("view=attribution", 3),
     ("presenter=true", 3),
     ("presenter=true&view=experiments&experiment=stats", 1),
 ]

@@ -220,6 +220,7 @@ def shared_links(checkpoints: Path) -> list[dict[str, str]]:
             "target": "ein mann",
         },
         {"view": "evolution", "evolution_kind": "decoder", "layer": "1", "head": "3"},
+        {"sentence": SENTENCE, "view": "attribution", "attribution_step": "1"},
         {
             **experiments,  # the first experiment, what-if, is the default
             "fork_step": str(fork_step),

@@ -19,6 +19,7 @@ from viz.attention import (
     max_over_heads,
     mean_over_heads,
 )
+from viz.attribution import attribution_maps, attribution_rows
 from viz.beam import beam_tree_figure
 from viz.decoding import step_attention, token_probabilities, top_k_figure
 from viz.evolution import evolution_figure
@@ -56,6 +57,8 @@ __all__ = [
     "TokenAttention",
     "ablation_tokens_figure",
     "aggregate_figure",
+    "attribution_maps",
+    "attribution_rows",
     "attention_axes",
     "attention_grid",
     "attention_heatmap",

@@ -10,7 +10,7 @@ from __future__ import annotations
 from functools import partial
 
 from explorer.context import PageContext
-from explorer.views import attention, evolution, experiments, positional, quiz, steps
+from explorer.views import attention, attribution, evolution, experiments, positional, quiz, steps
 from explorer.views.registry import View
 from model.heads import KIND_TITLES
 
@@ -24,6 +24,7 @@ VIEWS = (
     View("quiz", "Quiz", quiz.render),
     View("evolution", "Training evolution", evolution.render),
     View("experiments", "Experiments", experiments.render),
+    View("attribution", "Word sources", attribution.render),
 )
 BY_KEY = {view.key: view for view in VIEWS}
 

@@ -1,0 +1,62 @@
+"""Where does this word come from? One output word's source shares by attribution method, and the whole map."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+import viz
+from explorer.compute import compute_attribution
+from explorer.context import PageContext
+from explorer.copy import ATTRIBUTION_NAMES
+from explorer.state import bind
+from explorer.widgets import how_to_read, show_figure
+from model.analysis.attribution import ATTRIBUTION_METHODS
+from viz.tokens import display_text
+
+
+def unique_labels(words: list[str]) -> list[str]:
+    """A button label per output word: a word that occurs again gets its count ("a", "a (2)"), as buttons with the
+    same label would be one button."""
+    seen: dict[str, int] = {}
+    labels = []
+    for word in words:
+        seen[word] = seen.get(word, 0) + 1
+        labels.append(word if seen[word] == 1 else f"{word} ({seen[word]})")
+    return labels
+
+
+def render(ctx: PageContext) -> None:
+    """Pick an output word (its button); each method's source shares for it side by side, then every word's."""
+    explanation = how_to_read("attribution")
+    trace, display = ctx.trace, ctx.display
+    outputs = viz.attention_axes(trace, "cross").query_pieces  # the token each step wrote
+    steps = list(range(len(outputs)))
+    bind("attribution_step", options=steps)
+    labels = unique_labels([display_text(piece) for piece in outputs])
+    step = st.segmented_control(
+        "Output word", steps, format_func=labels.__getitem__, required=True, key="attribution_step"
+    )
+    found = {ATTRIBUTION_NAMES[method]: compute_attribution(ctx.trace_key, method) for method in ATTRIBUTION_METHODS}
+    word = labels[step]
+    show_figure(
+        viz.attribution_rows(
+            {name: attribution.source[step] for name, attribution in found.items()},
+            trace.source_pieces,
+            **display.tokens(),
+            title=f"Where “{word}” (step {step + 1}) comes from",
+        ),
+        f"{ctx.file_stem}-attribution-step{step}",
+        ctx.lesson.view,
+        explanation,
+    )
+    show_figure(
+        viz.attribution_maps(
+            {name: attribution.source for name, attribution in found.items()},
+            outputs,
+            trace.source_pieces,
+            **display.tokens(),
+            title="Every output word",
+        ),
+        f"{ctx.file_stem}-attribution-map",
+        ctx.lesson.view,
+    )

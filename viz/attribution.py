@@ -1,0 +1,79 @@
+"""Attributions drawn (model.analysis.attribution): one output word's source shares by method, and the whole map.
+
+Both take rows that already sum to 1 over the source pieces; merging pieces into words adds a
+word's shares (keys) and averages its output rows (queries), as for attention (viz.tokens).
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from viz.attention import HEATMAP_HOVER, token_axes, weights_heatmap
+from viz.style import ATTENTION_COLORSCALE, ROW_HEIGHT, base_layout
+from viz.tokens import select_tokens
+
+SHARE_COLOURS = {"colorscale": ATTENTION_COLORSCALE, "zmin": 0.0, "zmax": 1.0}
+
+
+def attribution_rows(
+    rows: Mapping[str, np.ndarray],
+    source_pieces: Sequence[str],
+    *,
+    merge_words: bool = False,
+    show_special: bool = True,
+    title: str = "",
+) -> go.Figure:
+    """One output word's share of each source piece under each method: one row per method (named by the keys of
+    ``rows``, each a (source pieces,) array), the weights written in the cells; ``title`` is plain text."""
+    names = list(rows)
+    table = np.stack([np.asarray(rows[name], dtype=float) for name in names])  # (methods, source pieces)
+    shares = select_tokens(table, None, source_pieces, merge_words=merge_words, show_special=show_special)
+    cells = weights_heatmap(
+        shares.weights,
+        True,
+        "%{y}<br>source %{x}<br>share %{z:.3f}<extra></extra>",
+        colorbar={"title": {"text": "share"}},
+        **SHARE_COLOURS,
+    )
+    figure = go.Figure(cells)
+    figure.update_xaxes(
+        tickmode="array", tickvals=list(range(len(shares.key_labels))), ticktext=shares.key_labels, tickangle=-60
+    )
+    methods = {"tickmode": "array", "tickvals": list(range(len(names))), "ticktext": [html.escape(n) for n in names]}
+    figure.update_yaxes(methods, autorange="reversed")
+    return base_layout(figure, html.escape(title), height=170 + 2 * ROW_HEIGHT * len(names))
+
+
+def attribution_maps(
+    maps: Mapping[str, np.ndarray],
+    output_pieces: Sequence[str],
+    source_pieces: Sequence[str],
+    *,
+    merge_words: bool = False,
+    show_special: bool = True,
+    title: str = "",
+) -> go.Figure:
+    """Every output token (rows) against every source piece (columns), one panel per method (``maps``: name ->
+    (output steps, source pieces)), on one colour scale; rows are labelled with the token each step wrote."""
+    names = list(maps)
+    figure = make_subplots(rows=1, cols=len(names), subplot_titles=[html.escape(n) for n in names])
+    for column, name in enumerate(names, start=1):
+        shares = select_tokens(
+            np.asarray(maps[name], dtype=float),
+            output_pieces,
+            source_pieces,
+            merge_words=merge_words,
+            show_special=show_special,
+        )
+        cells = weights_heatmap(shares.weights, False, HEATMAP_HOVER, coloraxis="coloraxis")
+        figure.add_trace(cells, row=1, col=column)
+        token_axes(figure, shares, row=1, col=column)
+        if column > 1:
+            figure.update_yaxes(showticklabels=False, row=1, col=column)
+    figure.update_layout(coloraxis={"colorscale": ATTENTION_COLORSCALE, "cmin": 0.0, "cmax": 1.0})
+    return base_layout(figure, html.escape(title), height=200 + ROW_HEIGHT * len(shares.query_labels))
