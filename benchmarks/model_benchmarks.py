@@ -15,6 +15,7 @@ from benchmarks.records import Check, Record
 from benchmarks.subject import sentence_with_pieces
 from benchmarks.timing import alternate
 from model import capture_attention
+from model.analysis.attribution import ATTRIBUTION_METHODS
 from model.decoding import greedy_decode, next_token_log_probs
 from model.interop import export_torch
 from model.interop.torch_transformer import tutorial_logits
@@ -256,6 +257,38 @@ def trace_ms(ctx: Context) -> list[Record]:
                 "source_pieces": len(trace.source_ids),
                 "output_tokens": trace.n_steps,
                 "sentence": text,
+                **timing_params(paired),
+            },
+        )
+    ]
+
+
+def attribution_ms(ctx: Context) -> list[Record]:
+    """Every attribution method (model.analysis.attribution.ATTRIBUTION_METHODS) of a 30-piece sentence's trace
+    vs Translator.trace of it (greedy, as the page decodes): what the Word sources view adds to a page run."""
+    translator = ctx.subject.translator
+    text = sentence_with_pieces(translator, SOURCE_TOKENS, seed=8)
+    trace = translator.trace(text, beam_size=1)
+
+    def attribute_all() -> None:
+        for method in ATTRIBUTION_METHODS:
+            translator.attribute(trace, method)
+
+    paired = alternate(
+        attribute_all, lambda: translator.trace(text, beam_size=1), ctx.reps(5, 21), 1, ctx.subject.device
+    )
+    return [
+        Record(
+            "attribution_ms",
+            paired.candidate_median * 1000,
+            "ms",
+            paired.baseline_median * 1000,
+            (Check("value", "<=", 1000.0),),
+            {
+                "case": f"{', '.join(ATTRIBUTION_METHODS)}; source {len(trace.source_ids)} pieces",
+                "baseline_is": "Translator.trace of the same sentence, greedy",
+                "source_pieces": len(trace.source_ids),
+                "output_tokens": trace.n_steps,
                 **timing_params(paired),
             },
         )

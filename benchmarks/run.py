@@ -67,6 +67,9 @@ BENCHMARKS = (
     Benchmark(("trace_ms",), single(model_benchmarks.trace_ms), "Translator.trace, 30 pieces, beam 5"),
     Benchmark(("figures_ms",), single(app_benchmarks.figures_ms), "default-view figures built and serialised"),
     Benchmark(
+        ("attribution_ms",), single(model_benchmarks.attribution_ms), "every attribution method of a 30-piece trace"
+    ),
+    Benchmark(
         ("app_edit_ms", "app_step_ms"), app_benchmarks.app_reruns, "AppTest rerun after a sentence edit / a step button"
     ),
     Benchmark(
