@@ -25,6 +25,7 @@ EXPECTED = {
     "step_ms",
     "trace_ms",
     "figures_ms",
+    "attribution_ms",
     "app_edit_ms",
     "app_step_ms",
     "classroom_p95_ms",
