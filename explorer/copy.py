@@ -67,7 +67,11 @@ HEAD_VIEW_HINT = (
     "Point at a word to see only its lines; click a word on the left to keep them. "
     "Click a colour chip to switch its head on or off, double-click it to see that head alone."
 )
-ATTRIBUTION_NAMES = {"attention": "Attention (last layer, mean of heads)", "value_norm": "Value norm"}
+ATTRIBUTION_NAMES = {
+    "attention": "Attention (last layer, mean of heads)",
+    "value_norm": "Value norm",
+    "grad_attention": "Gradient × attention",
+}
 DISPLAY_NAMES = {"single": "Single head", "grid": "All heads", "heads": "Head view", "aggregates": "Aggregates"}
 DEVICE_NAMES = {"auto": "Auto", "cpu": "CPU", "cuda": "CUDA"}
 STATS_SOURCE_NAMES = {"sentence": "This sentence", "file": "A file of sentences"}
@@ -266,9 +270,12 @@ EXPLANATIONS: dict[str, str] = {
         "words it came from, as shares that add up to 1. *Attention* is the last decoder layer's cross-attention, "
         "averaged over its heads: where the layer **looks**. *Value norm* (Kobayashi et al. 2020) weighs each "
         "look by the size of what that source word **sends** (its value vector through the output projection): "
-        "a head can look hard at a word, often `</s>` or a full stop, that sends almost nothing. Where the two "
-        "rows disagree, the attention map alone would have told the wrong story. Both read one layer only; the "
-        "residual path and the feed-forward layers also carry information, so every method is an estimate."
+        "a head can look hard at a word, often `</s>` or a full stop, that sends almost nothing. *Gradient × "
+        "attention* (Chefer et al. 2021) follows the attention of **every** layer back from the word, keeping "
+        "only the looks that raise the word's score (attention times its gradient), so it also sees what the "
+        "encoder mixed into each source position. Where the rows disagree, the attention map alone would have "
+        "told the wrong story. The residual path and the feed-forward layers also carry information that none "
+        "of these follows exactly: every method is an estimate, not a measurement."
     ),
     "evolution": (
         "**Training evolution.** The same head for the same sentence, saved at several moments of "

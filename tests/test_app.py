@@ -11,7 +11,7 @@ import pytest
 import torch
 from streamlit.testing.v1 import AppTest
 
-from explorer.copy import card_examples
+from explorer.copy import ATTRIBUTION_NAMES, card_examples
 from explorer.state import ALL_QUERIES
 from model import load_checkpoint
 from model.analysis.head_stats import batch_head_statistics, readable_cross_head
@@ -196,10 +196,11 @@ def test_attribution_view_shows_each_method_for_the_picked_word(app, checkpoints
     trace = translator.trace(app.text_input(key="sentence").value, beam_size=1)
     figure = chart_titled(app, "Where “")
     assert "(step 2)" in figure["layout"]["title"]["text"]
-    assert figure["layout"]["yaxis"]["ticktext"] == ["Attention (last layer, mean of heads)", "Value norm"]
+    methods = ["attention", "value_norm", "grad_attention"]
+    assert figure["layout"]["yaxis"]["ticktext"] == [ATTRIBUTION_NAMES[method] for method in methods]
     shown = plotly_array(figure["data"][0]["z"])
-    assert shown[0] == pytest.approx(translator.attribute(trace, "attention").source[1], abs=1e-6)
-    assert shown[1] == pytest.approx(translator.attribute(trace, "value_norm").source[1], abs=1e-6)
+    for row, method in enumerate(methods):
+        assert shown[row] == pytest.approx(translator.attribute(trace, method).source[1], abs=1e-6)
     assert chart_titled(app, "Every output word")["layout"]["annotations"][1]["text"] == "Value norm"
     assert app.query_params["attribution_step"] == "1"
 

@@ -8,10 +8,11 @@ import torch
 
 import viz
 from model import load_checkpoint
-from model.analysis.attribution import ATTRIBUTION_METHODS, attribute, value_norm
+from model.analysis.attribution import ATTRIBUTION_METHODS, attribute, normalised, relevancy, value_norm
 from model.capture import capture_attention
 from model.heads import module_name
 from model.transformer import Transformer
+from tests.app_utils import REPO
 from tests.bad_inputs import BAD_INPUTS
 from tests.model_utils import small_config
 
@@ -130,3 +131,49 @@ def test_attribution_of_bad_inputs_never_crashes(tiny_checkpoint, name):
     for method in ATTRIBUTION_METHODS:
         source = translator.attribute(trace, method).source
         assert source.shape == (trace.n_steps, len(trace.source_pieces)) and np.all(np.isfinite(source))
+
+
+# --- grad_attention (Chefer et al. 2021) ---
+
+
+def mean_heads(attention: np.ndarray) -> np.ndarray:
+    return attention.mean(axis=0)
+
+
+def test_with_unit_gradients_a_self_attention_layer_adds_its_mean_head_attention():
+    rng = np.random.default_rng(0)
+    encoder_attention = rng.dirichlet(np.ones(5), size=(2, 5))  # (heads, source queries, source keys)
+    decoder_attention = rng.dirichlet(np.ones(4), size=(2, 4))
+    cross_attention = rng.dirichlet(np.ones(5), size=(2, 4))
+    ones, zeros = np.ones_like, np.zeros_like
+    source_self, target_self, target_source = relevancy(
+        [(encoder_attention, ones(encoder_attention))],
+        [((decoder_attention, ones(decoder_attention)), (cross_attention, zeros(cross_attention)))],
+    )
+    np.testing.assert_allclose(source_self, np.eye(5) + mean_heads(encoder_attention))
+    np.testing.assert_allclose(target_self, np.eye(4) + mean_heads(decoder_attention))
+    np.testing.assert_array_equal(target_source, 0.0)  # no gradient reached the cross-attention
+
+
+def test_with_unit_gradients_one_cross_attention_layer_alone_gives_its_mean_head_attention():
+    rng = np.random.default_rng(1)
+    decoder_attention = rng.dirichlet(np.ones(4), size=(2, 4))
+    cross_attention = rng.dirichlet(np.ones(5), size=(2, 4))
+    source_self, target_self, target_source = relevancy(
+        [], [((decoder_attention, np.zeros_like(decoder_attention)), (cross_attention, np.ones_like(cross_attention)))]
+    )
+    assert np.all(np.isfinite(target_source))  # R - I = 0 is normalised with an epsilon, not 0/0
+    np.testing.assert_allclose(target_source, mean_heads(cross_attention))
+    np.testing.assert_array_equal(normalised(np.eye(3)), np.eye(3))
+
+
+def test_grad_attention_rows_are_non_negative_and_differ_from_attention(tiny_checkpoint):
+    shipped = REPO / "checkpoints" / "multi30k-en-de"
+    folder = shipped if (shipped / "model.safetensors").exists() else tiny_checkpoint
+    translator = load_checkpoint(folder, device="cpu")
+    trace = translator.trace("A man in a blue shirt is riding a bike.", beam_size=1)
+    found = translator.attribute(trace, "grad_attention")
+    assert found.layers["relevancy"].min() >= 0.0 and found.source.min() >= 0.0
+    np.testing.assert_allclose(found.source.sum(axis=1), 1.0, atol=1e-9)
+    attention = translator.attribute(trace, "attention").source
+    assert np.abs(found.source - attention).max() > 0.05  # the gradients reweigh the heads and layers

@@ -14,8 +14,18 @@ the trace's own tokens (no gradient, no sampling):
   every j and left out, as in the paper), each row divided by its sum. ``layers`` keeps the
   per-head norms ||alpha_ij^h f_h(x_j)|| and the layer's unnormalised row.
 
-ALTI+ (Ferrando et al. 2022) and gradient-weighted attention (Chefer et al. 2021) are not
-implemented yet; ``ATTRIBUTION_METHODS`` lists what is.
+- ``"grad_attention"`` (Chefer, Gur & Wolf 2021, "Generic Attention-model Explainability for
+  Interpreting Bi-Modal and Encoder-Decoder Transformers", ICCV): relevancy propagated through
+  every attention layer with the gradient-weighted attention Ā = mean_h (∇A ⊙ A)^+, ∇A the
+  gradient of the output token's logit with respect to that layer's attention. Starting from
+  R^ss = I, R^tt = I, R^ts = 0: each encoder self-attention layer R^ss += Ā R^ss; each decoder
+  self-attention layer R^tt += Ā R^tt and R^ts += Ā R^ts; each cross-attention layer
+  R^ts += (R̄^tt)ᵀ Ā R̄^ss, with R̄ = (R − I) / rowsum(R − I) + I (eqs. 6–11 of the paper; a row of
+  R − I that sums to 0, e.g. before any update, is divided by an epsilon instead, so it stays 0
+  rather than NaN). Output step i's row of R^ts, from the gradient of its own logit, divided by
+  its sum, is ``source``. One backward pass per output step.
+
+ALTI+ (Ferrando et al. 2022) is not implemented yet; ``ATTRIBUTION_METHODS`` lists what is.
 """
 
 from __future__ import annotations
@@ -27,12 +37,13 @@ from typing import Any
 import numpy as np
 import torch
 
-from model.capture import capture_attention
+from model.capture import capture_attention, intervene
 from model.heads import module_name
 from model.trace import Trace
 from model.transformer import Transformer
 
-ATTRIBUTION_METHODS = ("attention", "value_norm")
+ATTRIBUTION_METHODS = ("attention", "value_norm", "grad_attention")
+NORMALISING_EPSILON = 1e-9  # the rowsum floor in R̄ (see grad_attention)
 
 
 @dataclass
@@ -58,6 +69,8 @@ def attribute(model: Transformer, trace: Trace, method: str) -> Attribution:
         return Attribution(method, last.mean(axis=0), params={"layer": len(trace.attention_stack("cross")) - 1})
     if method == "value_norm":
         return value_norm(model, trace.source_ids, trace.target_ids)
+    if method == "grad_attention":
+        return grad_attention(model, trace.source_ids, trace.target_ids)
     raise ValueError(f"method must be one of {ATTRIBUTION_METHODS}, not {method!r}")
 
 
@@ -95,3 +108,88 @@ def value_norm(model: Transformer, source_ids: Sequence[int], target_ids: Sequen
         params={"layer": layer, "module": name},
         layers={"per_head": per_head.numpy(), "layer": layer_norms.numpy()},
     )
+
+
+def normalised(relevancy: np.ndarray) -> np.ndarray:
+    """R̄ = (R − I) / rowsum(R − I) + I, the self-relevancy a cross-attention layer mixes in (Chefer et al.)."""
+    identity = np.eye(len(relevancy))
+    without_self = relevancy - identity
+    sums = without_self.sum(axis=-1, keepdims=True)
+    return without_self / np.where(np.abs(sums) < NORMALISING_EPSILON, NORMALISING_EPSILON, sums) + identity
+
+
+def weighted_attention(attention: np.ndarray, gradient: np.ndarray) -> np.ndarray:
+    """Ā = mean over heads of the positive part of gradient ⊙ attention: (heads, queries, keys) -> (queries, keys)."""
+    return np.clip(gradient * attention, 0.0, None).mean(axis=0)
+
+
+def relevancy(
+    encoder: Sequence[tuple[np.ndarray, np.ndarray]],
+    decoder: Sequence[tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]],
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Chefer et al.'s relevancies R^ss (source, source), R^tt (target, target) and R^ts (target, source) from each
+    layer's (attention, gradient): ``encoder`` per encoder layer, ``decoder`` per decoder layer as (self-attention,
+    cross-attention), each array (heads, queries, keys). The update rules are in the module docstring."""
+    n_source = encoder[0][0].shape[-1] if encoder else decoder[0][1][0].shape[-1]
+    n_target = decoder[0][0][0].shape[-1]
+    source_self, target_self = np.eye(n_source), np.eye(n_target)
+    target_source = np.zeros((n_target, n_source))
+    for attention, gradient in encoder:
+        source_self = source_self + weighted_attention(attention, gradient) @ source_self
+    for (self_attention, self_gradient), (cross_attention, cross_gradient) in decoder:
+        mixed = weighted_attention(self_attention, self_gradient)
+        target_self = target_self + mixed @ target_self
+        target_source = target_source + mixed @ target_source
+        cross = weighted_attention(cross_attention, cross_gradient)
+        target_source = target_source + normalised(target_self).T @ cross @ normalised(source_self)
+    return source_self, target_self, target_source
+
+
+def grad_attention(model: Transformer, source_ids: Sequence[int], target_ids: Sequence[int]) -> Attribution:
+    """Chefer et al.'s gradient-weighted relevancy (module docstring): for each output step, the relevancy of every
+    source piece for the logit of the token written there.
+
+    The attention tensors are read in the graph through an edit (model.capture.intervene) that returns them
+    unchanged, so the shared model is never modified and other threads see nothing; the positional encoding
+    is made to require a gradient, so the graph is recorded whether or not the weights require one.
+    """
+    decoder_input = list(target_ids[:-1])
+    if not decoder_input:
+        raise ValueError("target_ids needs BOS and at least one more token")
+    config = model.config
+    device = next(model.parameters()).device
+    attention: dict[str, torch.Tensor] = {}
+
+    def record(name: str, kind: str, value: torch.Tensor) -> torch.Tensor:
+        if kind == "positional":
+            return value.detach().requires_grad_(True)
+        if kind == "attention":
+            attention[name] = value
+        return value
+
+    encoder_names = [module_name("encoder", layer) for layer in range(config.n_encoder_layers)]
+    decoder_names = [
+        (module_name("decoder", layer), module_name("cross", layer)) for layer in range(config.n_decoder_layers)
+    ]
+    names = encoder_names + [name for pair in decoder_names for name in pair]
+    src = torch.tensor([list(source_ids)], dtype=torch.long, device=device)
+    tgt = torch.tensor([decoder_input], dtype=torch.long, device=device)
+    with torch.enable_grad(), torch.inference_mode(False), intervene(model, record):
+        logits = model(src, tgt)[0]  # (steps, vocabulary)
+        chosen = logits[torch.arange(len(decoder_input)), torch.tensor(list(target_ids[1:]), device=device)]
+        rows = []
+        for step in range(len(decoder_input)):
+            gradients = torch.autograd.grad(chosen[step], [attention[name] for name in names], retain_graph=True)
+            found = {
+                name: (attention[name][0].detach().double().cpu().numpy(), gradient[0].double().cpu().numpy())
+                for name, gradient in zip(names, gradients, strict=True)
+            }
+            _, _, target_source = relevancy(
+                [found[name] for name in encoder_names],
+                [(found[self_name], found[cross_name]) for self_name, cross_name in decoder_names],
+            )
+            rows.append(target_source[step])
+    raw = np.array(rows)  # (steps, source pieces), non-negative
+    totals = raw.sum(axis=-1, keepdims=True)
+    source = np.divide(raw, totals, out=np.zeros_like(raw), where=totals > 0)
+    return Attribution("grad_attention", source, params={"epsilon": NORMALISING_EPSILON}, layers={"relevancy": raw})
