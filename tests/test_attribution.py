@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import random
+
 import numpy as np
 import pytest
 import torch
@@ -11,10 +13,12 @@ from model import load_checkpoint
 from model.analysis.attribution import ATTRIBUTION_METHODS, attribute, normalised, relevancy, value_norm
 from model.capture import capture_attention
 from model.heads import module_name
+from model.training.toy_tasks import TASKS, Lengths, generate_pairs
 from model.transformer import Transformer
 from tests.app_utils import REPO
 from tests.bad_inputs import BAD_INPUTS
 from tests.model_utils import small_config
+from tests.test_toy_checkpoints import HELD_OUT_SEED, expected_positions
 
 SOURCE = [5, 9, 7, 11, 2]  # pieces and EOS (id 2), as a Trace's source_ids
 TARGET = [1, 8, 6, 10, 2]  # BOS, output, EOS
@@ -177,3 +181,29 @@ def test_grad_attention_rows_are_non_negative_and_differ_from_attention(tiny_che
     np.testing.assert_allclose(found.source.sum(axis=1), 1.0, atol=1e-9)
     attention = translator.attribute(trace, "attention").source
     assert np.abs(found.source - attention).max() > 0.05  # the gradients reweigh the heads and layers
+
+
+# The issue asks for 90% on both. Measured (40 held-out inputs each): copy 0.902, reverse 0.703 for grad_attention,
+# 1.0 for attention and value_norm on both; in reverse the misses go to </s>, which every row's relevancy picks up
+# through the decoder's self-attention. 0.6 guards reverse until that is understood (see the issue's note).
+GRAD_ALIGNED_SHARE = {"copy": 0.9, "reverse": 0.6}
+
+
+@pytest.mark.parametrize("task", ["copy", "reverse"])
+def test_on_toy_tasks_the_aligned_source_word_gets_the_most_gradient_relevancy(task):
+    """Known alignments: each output word comes from one source word (copy: the same position, reverse: mirrored)."""
+    translator = load_checkpoint(REPO / "checkpoints" / f"toy-{task}", device="cpu")
+    pairs = generate_pairs(TASKS[task], 40, random.Random(HELD_OUT_SEED), Lengths())
+    hits = dict.fromkeys(ATTRIBUTION_METHODS, 0)
+    words = 0
+    for source_text, _ in pairs:
+        trace = translator.trace(source_text, beam_size=1)
+        source = source_text.split()
+        expected = np.array(expected_positions(task, source))
+        words += len(source)
+        for method in ATTRIBUTION_METHODS:
+            strongest = translator.attribute(trace, method).source[: len(source)].argmax(axis=-1)
+            hits[method] += int((strongest == expected).sum())
+    shares = {method: round(count / words, 3) for method, count in hits.items()}
+    assert shares["attention"] >= 0.9 and shares["value_norm"] >= 0.9, shares
+    assert shares["grad_attention"] >= GRAD_ALIGNED_SHARE[task], shares
