@@ -71,6 +71,7 @@ ATTRIBUTION_NAMES = {
     "attention": "Attention (last layer, mean of heads)",
     "value_norm": "Value norm",
     "grad_attention": "Gradient × attention",
+    "alti_plus": "ALTI+ (whole model)",
 }
 DISPLAY_NAMES = {"single": "Single head", "grid": "All heads", "heads": "Head view", "aggregates": "Aggregates"}
 DEVICE_NAMES = {"auto": "Auto", "cpu": "CPU", "cuda": "CUDA"}
@@ -273,9 +274,12 @@ EXPLANATIONS: dict[str, str] = {
         "a head can look hard at a word, often `</s>` or a full stop, that sends almost nothing. *Gradient × "
         "attention* (Chefer et al. 2021) follows the attention of **every** layer back from the word, keeping "
         "only the looks that raise the word's score (attention times its gradient), so it also sees what the "
-        "encoder mixed into each source position. Where the rows disagree, the attention map alone would have "
-        "told the wrong story. The residual path and the feed-forward layers also carry information that none "
-        "of these follows exactly: every method is an estimate, not a measurement."
+        "encoder mixed into each source position. *ALTI+* (Ferrando et al. 2022) splits every attention block's "
+        "output, residual path included, into what each word adds, and follows it through the whole model: its "
+        "row adds up to the share the **source** gave this word; the rest came from the words the model had "
+        "already written (the bars below). Where the rows disagree, the attention map alone would have told the "
+        "wrong story. None of these follows the feed-forward layers exactly: every method is an estimate, not a "
+        "measurement."
     ),
     "evolution": (
         "**Training evolution.** The same head for the same sentence, saved at several moments of "

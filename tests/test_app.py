@@ -196,12 +196,17 @@ def test_attribution_view_shows_each_method_for_the_picked_word(app, checkpoints
     trace = translator.trace(app.text_input(key="sentence").value, beam_size=1)
     figure = chart_titled(app, "Where “")
     assert "(step 2)" in figure["layout"]["title"]["text"]
-    methods = ["attention", "value_norm", "grad_attention"]
+    methods = ["attention", "value_norm", "grad_attention", "alti_plus"]
     assert figure["layout"]["yaxis"]["ticktext"] == [ATTRIBUTION_NAMES[method] for method in methods]
     shown = plotly_array(figure["data"][0]["z"])
     for row, method in enumerate(methods):
         assert shown[row] == pytest.approx(translator.attribute(trace, method).source[1], abs=1e-6)
-    assert chart_titled(app, "Every output word")["layout"]["annotations"][1]["text"] == "Value norm"
+    maps = chart_titled(app, "Every output word")["layout"]["annotations"]
+    assert [note["text"] for note in maps] == [ATTRIBUTION_NAMES[method] for method in methods]
+    bars = chart_titled(app, "Source or own words?")["data"]
+    from_source = translator.attribute(trace, "alti_plus").source.sum(axis=1)
+    assert plotly_array(bars[0]["y"]) == pytest.approx(from_source, abs=1e-6)
+    assert plotly_array(bars[0]["y"]) + plotly_array(bars[1]["y"]) == pytest.approx(1.0)
     assert app.query_params["attribution_step"] == "1"
 
 

@@ -19,7 +19,7 @@ from viz.attention import (
     max_over_heads,
     mean_over_heads,
 )
-from viz.attribution import attribution_maps, attribution_rows
+from viz.attribution import attribution_maps, attribution_rows, source_share_figure
 from viz.beam import beam_tree_figure
 from viz.decoding import step_attention, token_probabilities, top_k_figure
 from viz.evolution import evolution_figure
@@ -96,6 +96,7 @@ __all__ = [
     "probability_change_figure",
     "score_step",
     "select_tokens",
+    "source_share_figure",
     "statistic_grid",
     "step_attention",
     "step_truth",

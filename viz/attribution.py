@@ -1,4 +1,5 @@
-"""Attributions drawn (model.analysis.attribution): one output word's source shares by method, and the whole map.
+"""Attributions drawn (model.analysis.attribution): one output word's source shares by method, the whole map, and
+how much of each output token came from the source.
 
 Both take rows that already sum to 1 over the source pieces; merging pieces into words adds a
 word's shares (keys) and averages its output rows (queries), as for attention (viz.tokens).
@@ -14,8 +15,8 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from viz.attention import HEATMAP_HOVER, token_axes, weights_heatmap
-from viz.style import ATTENTION_COLORSCALE, ROW_HEIGHT, base_layout
-from viz.tokens import select_tokens
+from viz.style import ATTENTION_COLORSCALE, ROW_HEIGHT, base_layout, head_colour
+from viz.tokens import display_labels, select_tokens
 
 SHARE_COLOURS = {"colorscale": ATTENTION_COLORSCALE, "zmin": 0.0, "zmax": 1.0}
 
@@ -77,3 +78,35 @@ def attribution_maps(
             figure.update_yaxes(showticklabels=False, row=1, col=column)
     figure.update_layout(coloraxis={"colorscale": ATTENTION_COLORSCALE, "cmin": 0.0, "cmax": 1.0})
     return base_layout(figure, html.escape(title), height=200 + ROW_HEIGHT * len(shares.query_labels))
+
+
+def source_share_figure(output_pieces: Sequence[str], source_share: np.ndarray, *, title: str = "") -> go.Figure:
+    """One bar per output token: the share of it that came from the source, stacked on the share that came from the
+    tokens already written (``source_share`` per step, e.g. ALTI+'s source rows summed)."""
+    labels = display_labels(output_pieces)
+    positions = list(range(len(labels)))
+    share = np.asarray(source_share, dtype=float)
+    figure = go.Figure(
+        [
+            go.Bar(
+                x=positions,
+                y=share,
+                name="from the source",
+                marker_color=head_colour(0),
+                customdata=labels,
+                hovertemplate="%{customdata}: %{y:.0%} from the source<extra></extra>",
+            ),
+            go.Bar(
+                x=positions,
+                y=1.0 - share,
+                name="from the words already written",
+                marker_color=head_colour(1),
+                customdata=labels,
+                hovertemplate="%{customdata}: %{y:.0%} from the words already written<extra></extra>",
+            ),
+        ]
+    )
+    figure.update_layout(barmode="stack", legend={"orientation": "h", "y": 1.02, "yanchor": "bottom"})
+    figure.update_xaxes(tickmode="array", tickvals=positions, ticktext=labels, tickangle=-60, title_text="output token")
+    figure.update_yaxes(range=[0, 1], title_text="share", tickformat=".0%")
+    return base_layout(figure, html.escape(title), height=320)

@@ -1,4 +1,5 @@
-"""Where does this word come from? One output word's source shares by attribution method, and the whole map."""
+"""Where does this word come from? One output word's source shares by attribution method, the whole map, and how
+much of each output word came from the source rather than from the words already written (ALTI+)."""
 
 from __future__ import annotations
 
@@ -58,5 +59,11 @@ def render(ctx: PageContext) -> None:
             title="Every output word",
         ),
         f"{ctx.file_stem}-attribution-map",
+        ctx.lesson.view,
+    )
+    alti = found[ATTRIBUTION_NAMES["alti_plus"]]
+    show_figure(
+        viz.source_share_figure(outputs, alti.source.sum(axis=1), title="Source or own words? (ALTI+)"),
+        f"{ctx.file_stem}-attribution-source-share",
         ctx.lesson.view,
     )

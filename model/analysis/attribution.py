@@ -25,11 +25,27 @@ the trace's own tokens (no gradient, no sampling):
   rather than NaN). Output step i's row of R^ts, from the gradient of its own logit, divided by
   its sum, is ``source``. One backward pass per output step.
 
-ALTI+ (Ferrando et al. 2022) is not implemented yet; ``ATTRIBUTION_METHODS`` lists what is.
+- ``"alti_plus"`` (Ferrando, Gállego, Alastruey, Escolano & Costa-jussà 2022, "Towards Opening the
+  Black Box of Neural Machine Translation: Source and Target Contributions in the Transformer",
+  EMNLP; ALTI: Ferrando, Gállego & Costa-jussà 2022): each attention block's output y_i is split
+  exactly into one term per input position, T_ij = Σ_h α_ij^h f_h(x_j), plus the residual term
+  x_i + b_O of position i itself; in a post-norm block the layer norm is applied to each term
+  linearly, with the standard deviation of the whole sum (γ ⊙ (T − mean T) / σ; the terms then
+  add up to the block's output minus β, and ``layers["reconstruction_error"]`` records how exactly
+  for every block). Term j contributes c_ij = max(0, ||y_i||₁ − ||y_i − T_ij||₁), each row divided
+  by its sum. The contributions are rolled out through the layers: encoder self-attention mixes
+  source positions (R^ss), decoder self-attention target positions (R^tt, R^ts), and each
+  cross-attention block keeps its residual's share of the target side and adds the encoder output's
+  shares, each a mixture of source pieces by R^ss. ``source`` is R^ts and ``target`` R^tt: each row
+  of the two together sums to 1. Approximated, as in the paper: the feed-forward layers (applied to
+  each position alone) and the layer norms after them mix no positions and are not decomposed.
+
+``ATTRIBUTION_METHODS`` lists the methods.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -39,10 +55,11 @@ import torch
 
 from model.capture import capture_attention, intervene
 from model.heads import module_name
+from model.layers import MultiHeadAttention, causal_mask
 from model.trace import Trace
 from model.transformer import Transformer
 
-ATTRIBUTION_METHODS = ("attention", "value_norm", "grad_attention")
+ATTRIBUTION_METHODS = ("attention", "value_norm", "grad_attention", "alti_plus")
 NORMALISING_EPSILON = 1e-9  # the rowsum floor in R̄ (see grad_attention)
 
 
@@ -51,7 +68,8 @@ class Attribution:
     """One method's attribution of a trace's output steps.
 
     ``source`` is (output steps, source pieces), each row summing to 1 (0 where nothing reaches the
-    output); ``target`` (output steps, decoder inputs) where the method defines it, else None;
+    output); ``target`` (output steps, decoder inputs) where the method defines it, else None, and then
+    each row of ``source`` and ``target`` together sums to 1 (the source share is the rest of the target's);
     ``layers`` the method's detail by name (e.g. "per_head": (heads, steps, source pieces)).
     """
 
@@ -71,6 +89,8 @@ def attribute(model: Transformer, trace: Trace, method: str) -> Attribution:
         return value_norm(model, trace.source_ids, trace.target_ids)
     if method == "grad_attention":
         return grad_attention(model, trace.source_ids, trace.target_ids)
+    if method == "alti_plus":
+        return alti_plus(model, trace.source_ids, trace.target_ids)
     raise ValueError(f"method must be one of {ATTRIBUTION_METHODS}, not {method!r}")
 
 
@@ -193,3 +213,88 @@ def grad_attention(model: Transformer, source_ids: Sequence[int], target_ids: Se
     totals = raw.sum(axis=-1, keepdims=True)
     source = np.divide(raw, totals, out=np.zeros_like(raw), where=totals > 0)
     return Attribution("grad_attention", source, params={"epsilon": NORMALISING_EPSILON}, layers={"relevancy": raw})
+
+
+def attention_terms(module: MultiHeadAttention, query: torch.Tensor, key_value: torch.Tensor, causal: bool):
+    """(queries, keys, d_model): what each key position adds to each query position's attention output,
+    Σ_h α_ij^h f_h(x_j), recomputed from the module's weights (the output projection's bias left out)."""
+    q = module.split_heads(module.q_proj(query[None]))[0]  # (heads, queries, head_dim)
+    k = module.split_heads(module.k_proj(key_value[None]))[0]
+    v = module.split_heads(module.v_proj(key_value[None]))[0]
+    scores = q @ k.transpose(-2, -1) / math.sqrt(module.head_dim)
+    if causal:
+        scores = scores.masked_fill(~causal_mask(len(query), len(key_value), query.device), float("-inf"))
+    weights = scores.softmax(dim=-1)  # (heads, queries, keys)
+    per_head_out = module.out_proj.weight.reshape(-1, module.n_heads, module.head_dim).permute(1, 2, 0)
+    return torch.einsum("hqk,hkd->qkd", weights, v @ per_head_out)
+
+
+def block_contributions(
+    residual: torch.Tensor, terms: torch.Tensor, norm: torch.nn.LayerNorm | None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """ALTI's contributions of one attention block: rows over [the query's own residual, each key] summing to 1,
+    and the sum of the (layer-normed) terms, which is the block's output (minus β after a layer norm)."""
+    parts = torch.cat([residual[:, None, :], terms], dim=1)  # (queries, 1 + keys, d_model)
+    if norm is not None:
+        total = parts.sum(dim=1)
+        scale = norm.weight / torch.sqrt(total.var(dim=-1, unbiased=False, keepdim=True) + norm.eps)
+        parts = (parts - parts.mean(dim=-1, keepdim=True)) * scale[:, None, :]
+    output = parts.sum(dim=1)
+    distances = (output[:, None, :] - parts).abs().sum(dim=-1)
+    raw = (output.abs().sum(dim=-1, keepdim=True) - distances).clamp_min(0.0)
+    raw[:, 0] += raw.sum(dim=-1) == 0  # nothing close to the output at all: the position keeps itself
+    return raw / raw.sum(dim=-1, keepdim=True), output
+
+
+@torch.inference_mode()
+def alti_plus(model: Transformer, source_ids: Sequence[int], target_ids: Sequence[int]) -> Attribution:
+    """Ferrando et al.'s ALTI+ (module docstring): for each output step, the contribution of every source piece
+    (``source``) and every decoder input piece (``target``) to the decoder's last layer there."""
+    decoder_input = list(target_ids[:-1])
+    if not decoder_input:
+        raise ValueError("target_ids needs BOS and at least one more token")
+    device = next(model.parameters()).device
+    post_norm = not model.config.norm_first
+    errors: list[float] = []
+
+    def block(module, norm, x, key_value, causal) -> tuple[torch.Tensor, torch.Tensor]:
+        """Contributions of one attention block on input x (and the block's real output, for the check)."""
+        attended = x if post_norm else norm(x)
+        source = key_value if key_value is not None else attended
+        contributions, rebuilt = block_contributions(
+            x + module.out_proj.bias, attention_terms(module, attended, source, causal), norm if post_norm else None
+        )
+        output = module(attended[None], source[None], None, is_causal=causal)[0]
+        real = norm(x + output) if post_norm else x + output
+        errors.append(float((rebuilt + (norm.bias if post_norm else 0.0) - real).abs().max()))
+        return contributions.double(), real
+
+    src = torch.tensor([list(source_ids)], dtype=torch.long, device=device)
+    tgt = torch.tensor([decoder_input], dtype=torch.long, device=device)
+    encoder, decoder = model.encoder, model.decoder
+    x = encoder.positional(encoder.embed(src))[0]
+    source_self = torch.eye(len(source_ids), dtype=torch.float64, device=device)
+    for layer in encoder.layers:
+        contributions, _ = block(layer.self_attn, layer.norm1, x, None, causal=False)
+        source_self = (torch.diag(contributions[:, 0]) + contributions[:, 1:]) @ source_self
+        x = layer(x[None], None)[0]
+    memory = encoder.norm(x) if encoder.norm is not None else x
+    y = decoder.positional(decoder.embed(tgt))[0]
+    target_self = torch.eye(len(decoder_input), dtype=torch.float64, device=device)
+    target_source = torch.zeros(len(decoder_input), len(source_ids), dtype=torch.float64, device=device)
+    for layer in decoder.layers:
+        contributions, after_self = block(layer.self_attn, layer.norm1, y, None, causal=True)
+        mixing = torch.diag(contributions[:, 0]) + contributions[:, 1:]
+        target_self, target_source = mixing @ target_self, mixing @ target_source
+        contributions, _ = block(layer.cross_attn, layer.norm2, after_self, memory, causal=False)
+        kept = contributions[:, :1]  # the residual's share stays with the target side
+        target_self = kept * target_self
+        target_source = kept * target_source + contributions[:, 1:] @ source_self
+        y = layer(y[None], memory[None], None, None)[0]
+    return Attribution(
+        "alti_plus",
+        target_source.cpu().numpy(),
+        target_self.cpu().numpy(),
+        params={"post_norm": post_norm},
+        layers={"source_self": source_self.cpu().numpy(), "reconstruction_error": np.array(errors)},
+    )
