@@ -2,8 +2,9 @@
 
 Attention weights say where a head reads, not how much of what it reads reaches the output
 (Jain & Wallace 2019; Serrano & Smith 2019). Each method here gives, for every output step of
-a trace, a row over the source pieces that sums to 1, computed from one teacher-forced pass of
-the trace's own tokens (no gradient, no sampling):
+a trace, a row over the source pieces (with ALTI+, and over the decoder's input pieces: the two
+rows together sum to 1; otherwise the source row does), computed from the trace's own tokens
+read by the model teacher-forced, on the shared model without changing it:
 
 - ``"attention"``, the baseline: the last decoder layer's cross-attention, mean over heads.
 - ``"value_norm"`` (Kobayashi et al. 2020, "Attention is Not Only a Weight: Analyzing
@@ -67,10 +68,9 @@ NORMALISING_EPSILON = 1e-9  # the rowsum floor in R̄ (see grad_attention)
 class Attribution:
     """One method's attribution of a trace's output steps.
 
-    ``source`` is (output steps, source pieces), each row summing to 1 (0 where nothing reaches the
-    output); ``target`` (output steps, decoder inputs) where the method defines it, else None, and then
-    each row of ``source`` and ``target`` together sums to 1 (the source share is the rest of the target's);
-    ``layers`` the method's detail by name (e.g. "per_head": (heads, steps, source pieces)).
+    ``source`` is (output steps, source pieces), each row summing to 1; a method that also gives
+    ``target`` (output steps, decoder input pieces; else None) makes each row of the two together sum
+    to 1. ``layers`` holds the method's detail by name (e.g. "per_head": (heads, steps, source pieces)).
     """
 
     method: str
@@ -83,8 +83,8 @@ class Attribution:
 def attribute(model: Transformer, trace: Trace, method: str) -> Attribution:
     """The ``method`` attribution (one of ATTRIBUTION_METHODS) of every output step of ``trace``."""
     if method == "attention":
-        last = trace.attention_stack("cross")[-1]  # (heads, steps, source pieces)
-        return Attribution(method, last.mean(axis=0), params={"layer": len(trace.attention_stack("cross")) - 1})
+        cross = trace.attention_stack("cross")  # (layers, heads, steps, source pieces)
+        return Attribution(method, cross[-1].mean(axis=0), params={"layer": len(cross) - 1})
     if method == "value_norm":
         return value_norm(model, trace.source_ids, trace.target_ids)
     if method == "grad_attention":
