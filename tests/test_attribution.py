@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import random
 
 import numpy as np
@@ -12,8 +13,10 @@ import viz
 from model import load_checkpoint
 from model.analysis.attribution import (
     ATTRIBUTION_METHODS,
+    Attribution,
     alti_plus,
     attribute,
+    attributions_json,
     normalised,
     relevancy,
     value_norm,
@@ -21,6 +24,7 @@ from model.analysis.attribution import (
 from model.capture import capture_attention
 from model.heads import module_name
 from model.layers import MultiHeadAttention
+from model.trace import Trace
 from model.training.toy_tasks import TASKS, Lengths, generate_pairs
 from model.transformer import Transformer
 from tests.app_utils import REPO
@@ -251,3 +255,16 @@ def test_alti_plus_without_values_keeps_every_position_to_itself():
     np.testing.assert_allclose(found.layers["source_self"], np.eye(len(SOURCE)), atol=1e-12)
     np.testing.assert_allclose(found.source, 0.0, atol=1e-12)  # all cross-attention mass to the residual
     np.testing.assert_allclose(found.target, np.eye(len(TARGET) - 1), atol=1e-12)
+
+
+def test_attributions_save_with_the_trace_as_json(tiny_checkpoint):
+    translator = load_checkpoint(tiny_checkpoint, device="cpu")
+    trace = translator.trace("a man rides a blue bike.", beam_size=1)
+    found = [translator.attribute(trace, method) for method in ATTRIBUTION_METHODS]
+    document = json.loads(attributions_json(trace, found))
+    assert Trace.from_dict(document["trace"]).translation == trace.translation
+    for original in found:
+        restored = Attribution.from_dict(document["attributions"][original.method])
+        np.testing.assert_array_equal(restored.source, original.source)
+        assert (restored.target is None) == (original.target is None) and restored.params == original.params
+        assert restored.layers.keys() == original.layers.keys()

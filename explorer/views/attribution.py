@@ -9,9 +9,9 @@ import viz
 from explorer.compute import compute_attribution
 from explorer.context import PageContext
 from explorer.copy import ATTRIBUTION_NAMES
-from explorer.state import bind
+from explorer.state import bind, presenting
 from explorer.widgets import how_to_read, show_figure
-from model.analysis.attribution import ATTRIBUTION_METHODS
+from model.analysis.attribution import ATTRIBUTION_METHODS, attributions_json
 from viz.tokens import display_text
 
 
@@ -61,6 +61,14 @@ def render(ctx: PageContext) -> None:
         f"{ctx.file_stem}-attribution-map",
         ctx.lesson.view,
     )
+    if not presenting():  # presenter mode hides every download
+        st.download_button(
+            "Download the trace with its attributions (JSON)",
+            attributions_json(trace, list(found.values())),
+            f"{ctx.file_stem}-attributions.json",
+            "application/json",
+            on_click="ignore",
+        )
     alti = found[ATTRIBUTION_NAMES["alti_plus"]]
     show_figure(
         viz.source_share_figure(outputs, alti.source.sum(axis=1), title="Source or own words? (ALTI+)"),

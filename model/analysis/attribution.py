@@ -46,6 +46,7 @@ read by the model teacher-forced, on the shared model without changing it:
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -78,6 +79,35 @@ class Attribution:
     target: np.ndarray | None = None
     params: dict[str, Any] = field(default_factory=dict)
     layers: dict[str, np.ndarray] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready: arrays as nested lists."""
+        return {
+            "method": self.method,
+            "source": self.source.tolist(),
+            "target": None if self.target is None else self.target.tolist(),
+            "params": self.params,
+            "layers": {name: value.tolist() for name, value in self.layers.items()},
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Attribution:
+        return cls(
+            data["method"],
+            np.asarray(data["source"], dtype=np.float64),
+            None if data["target"] is None else np.asarray(data["target"], dtype=np.float64),
+            dict(data["params"]),
+            {name: np.asarray(value, dtype=np.float64) for name, value in data["layers"].items()},
+        )
+
+
+def attributions_json(trace: Trace, attributions: Sequence[Attribution]) -> str:
+    """The trace and its attributions as one JSON document: {"trace": Trace.to_dict(), "attributions": {method: ...}}
+    (read back with Trace.from_dict and Attribution.from_dict)."""
+    return json.dumps(
+        {"trace": trace.to_dict(), "attributions": {found.method: found.to_dict() for found in attributions}},
+        ensure_ascii=False,
+    )
 
 
 def attribute(model: Transformer, trace: Trace, method: str) -> Attribution:
