@@ -29,15 +29,16 @@ read by the model teacher-forced, on the shared model without changing it:
 - ``"alti_plus"`` (Ferrando, Gállego, Alastruey, Escolano & Costa-jussà 2022, "Towards Opening the
   Black Box of Neural Machine Translation: Source and Target Contributions in the Transformer",
   EMNLP; ALTI: Ferrando, Gállego & Costa-jussà 2022): each attention block's output y_i is split
-  exactly into one term per input position, T_ij = Σ_h α_ij^h f_h(x_j), plus the residual term
-  x_i + b_O of position i itself; in a post-norm block the layer norm is applied to each term
-  linearly, with the standard deviation of the whole sum (γ ⊙ (T − mean T) / σ; the terms then
-  add up to the block's output minus β, and ``layers["reconstruction_error"]`` records how exactly
-  for every block). Term j contributes c_ij = max(0, ||y_i||₁ − ||y_i − T_ij||₁), each row divided
-  by its sum. The contributions are rolled out through the layers: encoder self-attention mixes
-  source positions (R^ss), decoder self-attention target positions (R^tt, R^ts), and each
-  cross-attention block keeps its residual's share of the target side and adds the encoder output's
-  shares, each a mixture of source pieces by R^ss. ``source`` is R^ts and ``target`` R^tt: each row
+  exactly into one term per input position, T_ij = Σ_h α_ij^h f_h(x_j), the residual term x_i of
+  position i itself, and the biases; in a post-norm block the layer norm is applied to each term
+  linearly, with the standard deviation of the whole sum (γ ⊙ (T − mean T) / σ; with β the terms
+  add up to the block's output, and ``layers["reconstruction_error"]`` records how exactly for
+  every block). Term j contributes c_ij = max(0, ||y_i||₁ − ||y_i − T_ij||₁) (the biases contribute
+  nothing; y_i includes them, as in the reference code), each row divided by its sum. The
+  contributions are rolled out through the layers: encoder self-attention mixes source positions
+  (R^ss), decoder self-attention target positions (R^tt, R^ts), and each cross-attention block keeps
+  its residual's share of the target side and adds the encoder output's shares, each a mixture of
+  source pieces by R^ss (the reference code's rollout). ``source`` is R^ts and ``target`` R^tt: each row
   of the two together sums to 1. Approximated, as in the paper: the feed-forward layers (applied to
   each position alone) and the layer norms after them mix no positions and are not decomposed.
 
@@ -260,17 +261,24 @@ def attention_terms(module: MultiHeadAttention, query: torch.Tensor, key_value: 
 
 
 def block_contributions(
-    residual: torch.Tensor, terms: torch.Tensor, norm: torch.nn.LayerNorm | None
+    residual: torch.Tensor, terms: torch.Tensor, bias: torch.Tensor, norm: torch.nn.LayerNorm | None
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """ALTI's contributions of one attention block: rows over [the query's own residual, each key] summing to 1,
-    and the sum of the (layer-normed) terms, which is the block's output (minus β after a layer norm)."""
-    parts = torch.cat([residual[:, None, :], terms], dim=1)  # (queries, 1 + keys, d_model)
+    and the block's output rebuilt from its parts.
+
+    As in the reference code (Ferrando et al.'s transformer-contributions-nmt): the contributors are the
+    residual and the terms without the biases (the output projection's ``bias`` and, after a layer norm, β),
+    all of them layer-normed linearly with the whole sum's standard deviation; the distances are measured to
+    the block's whole output, biases included.
+    """
+    parts = torch.cat([residual[:, None, :], terms, bias.expand_as(residual)[:, None, :]], dim=1)
     if norm is not None:
         total = parts.sum(dim=1)
         scale = norm.weight / torch.sqrt(total.var(dim=-1, unbiased=False, keepdim=True) + norm.eps)
         parts = (parts - parts.mean(dim=-1, keepdim=True)) * scale[:, None, :]
-    output = parts.sum(dim=1)
-    distances = (output[:, None, :] - parts).abs().sum(dim=-1)
+    output = parts.sum(dim=1) + (norm.bias if norm is not None else 0.0)
+    contributors = parts[:, :-1]  # the bias is nobody's contribution
+    distances = (output[:, None, :] - contributors).abs().sum(dim=-1)
     raw = (output.abs().sum(dim=-1, keepdim=True) - distances).clamp_min(0.0)
     raw[:, 0] += raw.sum(dim=-1) == 0  # nothing close to the output at all: the position keeps itself
     return raw / raw.sum(dim=-1, keepdim=True), output
@@ -291,12 +299,11 @@ def alti_plus(model: Transformer, source_ids: Sequence[int], target_ids: Sequenc
         """Contributions of one attention block on input x (and the block's real output, for the check)."""
         attended = x if post_norm else norm(x)
         source = key_value if key_value is not None else attended
-        contributions, rebuilt = block_contributions(
-            x + module.out_proj.bias, attention_terms(module, attended, source, causal), norm if post_norm else None
-        )
+        terms = attention_terms(module, attended, source, causal)
+        contributions, rebuilt = block_contributions(x, terms, module.out_proj.bias, norm if post_norm else None)
         output = module(attended[None], source[None], None, is_causal=causal)[0]
         real = norm(x + output) if post_norm else x + output
-        errors.append(float((rebuilt + (norm.bias if post_norm else 0.0) - real).abs().max()))
+        errors.append(float((rebuilt - real).abs().max()))
         return contributions.double(), real
 
     src = torch.tensor([list(source_ids)], dtype=torch.long, device=device)
