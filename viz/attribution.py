@@ -1,8 +1,9 @@
 """Attributions drawn (model.analysis.attribution): one output word's source shares by method, the whole map, and
 how much of each output token came from the source.
 
-Both take rows that already sum to 1 over the source pieces; merging pieces into words adds a
-word's shares (keys) and averages its output rows (queries), as for attention (viz.tokens).
+They take rows of shares over the source pieces (summing to 1, or for ALTI+ to the output token's
+source share); merging pieces into words adds a word's shares (keys) and averages its output rows
+(queries), as for attention (viz.tokens).
 """
 
 from __future__ import annotations

@@ -61,6 +61,12 @@ def render(ctx: PageContext) -> None:
         f"{ctx.file_stem}-attribution-map",
         ctx.lesson.view,
     )
+    alti = found[ATTRIBUTION_NAMES["alti_plus"]]
+    show_figure(
+        viz.source_share_figure(outputs, alti.source.sum(axis=1), title="Source or own words? (ALTI+)"),
+        f"{ctx.file_stem}-attribution-source-share",
+        ctx.lesson.view,
+    )
     if not presenting():  # presenter mode hides every download
         st.download_button(
             "Download the trace with its attributions (JSON)",
@@ -69,9 +75,3 @@ def render(ctx: PageContext) -> None:
             "application/json",
             on_click="ignore",
         )
-    alti = found[ATTRIBUTION_NAMES["alti_plus"]]
-    show_figure(
-        viz.source_share_figure(outputs, alti.source.sum(axis=1), title="Source or own words? (ALTI+)"),
-        f"{ctx.file_stem}-attribution-source-share",
-        ctx.lesson.view,
-    )
