@@ -67,11 +67,12 @@ HEAD_VIEW_HINT = (
     "Point at a word to see only its lines; click a word on the left to keep them. "
     "Click a colour chip to switch its head on or off, double-click it to see that head alone."
 )
+# short: they title four panels side by side; "How to read this" says what each one is
 ATTRIBUTION_NAMES = {
-    "attention": "Attention (last layer, mean of heads)",
+    "attention": "Attention",
     "value_norm": "Value norm",
     "grad_attention": "Gradient × attention",
-    "alti_plus": "ALTI+ (whole model)",
+    "alti_plus": "ALTI+",
 }
 DISPLAY_NAMES = {"single": "Single head", "grid": "All heads", "heads": "Head view", "aggregates": "Aggregates"}
 DEVICE_NAMES = {"auto": "Auto", "cpu": "CPU", "cuda": "CUDA"}

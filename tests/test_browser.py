@@ -224,6 +224,22 @@ return [...document.querySelectorAll('.js-plotly-plot')].map(gd => {
     return title ? [title.textContent, title.getBoundingClientRect().right - chart.left, chart.width] : null;
 }).filter(found => found);
 """
+# JavaScript that finds panel titles (subplot annotations on one line) running into each other or out of their chart.
+PANEL_TITLE_CLASHES = """
+const clashes = [];
+for (const gd of document.querySelectorAll('.js-plotly-plot')) {
+    const chart = gd.querySelector('.main-svg').getBoundingClientRect();
+    const boxes = [...gd.querySelectorAll('.annotation-text')].map(t => [t.textContent, t.getBoundingClientRect()]);
+    for (const [text, box] of boxes) {
+        if (box.left < chart.left - 1 || box.right > chart.right + 1) clashes.push(text);
+    }
+    boxes.forEach(([a, first], i) => boxes.slice(i + 1).forEach(([b, second]) => {
+        const sameLine = Math.abs(first.top - second.top) < 4;
+        if (sameLine && first.left < second.right && second.left < first.right) clashes.push(a + ' / ' + b);
+    }));
+}
+return clashes;
+"""
 NARROW_CHARTS = [  # views that put charts side by side or in a column beside the controls
     ("", 2),
     ("view=steps", 4),
@@ -237,7 +253,8 @@ NARROW_CHARTS = [  # views that put charts side by side or in a column beside th
 
 
 def test_chart_titles_fit_their_charts_at_1280x800(server):
-    """Titles are never cut off: each chart's title ends inside the chart, in every view that narrows charts."""
+    """Titles are never cut off: each chart's title ends inside the chart and panel titles neither leave their chart
+    nor run into each other, in every view that narrows charts."""
     with chromium(Path(tempfile.mkdtemp(prefix="chromium-profile-")), width=1280, height=800) as driver:
         for query, charts_drawn in NARROW_CHARTS:
             driver.get(f"{server}/?{query}")
@@ -249,6 +266,7 @@ def test_chart_titles_fit_their_charts_at_1280x800(server):
             time.sleep(1)  # the last charts settle their widths
             measured = driver.execute_script(TITLE_FITS)
             assert [(query, title) for title, right, width in measured if right > width] == []
+            assert driver.execute_script(PANEL_TITLE_CLASHES) == [], query
             assert console_errors(driver) == []
 
 

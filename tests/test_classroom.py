@@ -7,6 +7,7 @@ the reason when it is missing, except under CI=true).
 
 from __future__ import annotations
 
+import math
 import re
 import shutil
 import tempfile
@@ -463,7 +464,8 @@ def test_enlarge_scales_fonts_and_height_and_leaves_the_original():
     big = viz.enlarge(grid, 2.0)
     assert big.layout.font.size == 2 * grid.layout.font.size and big.layout.height == 2 * grid.layout.height
     assert big.layout.xaxis.tickfont.size == 2 * grid.layout.xaxis.tickfont.size
-    assert [a.font.size for a in big.layout.annotations] == [2 * (a.font.size or 16) for a in grid.layout.annotations]
+    panel_titles = [math.sqrt(2) * (a.font.size or 16) for a in grid.layout.annotations]  # they share a row
+    assert [a.font.size for a in big.layout.annotations] == pytest.approx(panel_titles)
     assert big.layout.margin.t == grid.layout.margin.t + 1.4 * 12  # room for the title's bigger line, no more
     assert grid.layout.font.size == 12  # unchanged
 

@@ -306,6 +306,10 @@ def test_heatmap_has_a_layers_by_heads_panel_per_kind_with_the_table_values(trac
         assert figure.layout.title.text.endswith("of every head – this sentence")
     entropy = head_stats_heatmap(table, "entropy").layout.coloraxis
     assert (entropy.cmin, entropy.cmax) == (0.0, max(row["entropy"] for row in table))  # the largest of any panel
+    stacked = head_stats_heatmap(table, "entropy", stacked=True)  # presenter mode: one panel under another
+    assert [panel.xaxis for panel in stacked.data] == ["x", "x2", "x3"]
+    assert stacked.layout.yaxis3.domain[1] < stacked.layout.yaxis2.domain[0] < stacked.layout.yaxis.domain[0]
+    assert stacked.layout.height > head_stats_heatmap(table, "entropy").layout.height
     bounded = head_stats_heatmap(table, "same", ["cross"])
     assert (bounded.layout.coloraxis.cmin, bounded.layout.coloraxis.cmax) == (0.0, 1.0)
     assert len(bounded.data) == 1

@@ -56,15 +56,21 @@ def statistic_grid(table: Sequence[dict[str, Any]], statistic: str, kind: str) -
 
 
 def head_stats_heatmap(
-    table: Sequence[dict[str, Any]], statistic: str, kinds: Sequence[str] = TABLE_KINDS, *, title: str = ""
+    table: Sequence[dict[str, Any]],
+    statistic: str,
+    kinds: Sequence[str] = TABLE_KINDS,
+    *,
+    stacked: bool = False,
+    title: str = "",
 ) -> go.Figure:
     """One panel per attention kind in ``kinds`` (the table's kinds: "encoder self", ...), each layers down and
     heads across, one cell per head coloured by ``statistic`` on one colour scale shared by the panels.
 
-    Shares use the attention colour scale on [0, 1]; entropy and distance a linear scale from 0
-    to the largest value of any panel. Panels are titled with the kind in plain words, short enough
-    for a third of the page; ``title`` is plain text (escaped here), by default the statistic and
-    how many sentences the values average.
+    Panels stand side by side, or one under another when ``stacked`` (presenter mode's large
+    fonts leave a third of the page too narrow for a panel's title). Shares use the attention
+    colour scale on [0, 1]; entropy and distance a linear scale from 0 to the largest value of any
+    panel. Panels are titled with the kind in plain words; ``title`` is plain text (escaped here),
+    by default the statistic and how many sentences the values average.
     """
     grids = [statistic_grid(table, statistic, kind) for kind in kinds]
     label = STATISTIC_LABELS[statistic]
@@ -73,10 +79,16 @@ def head_stats_heatmap(
     else:
         largest = max(float(np.nanmax(grid)) for grid in grids)
         colours = {"colorscale": UNBOUNDED_COLORSCALE, "cmin": 0.0, "cmax": largest or 1.0}
+    panels = len(kinds)
     figure = make_subplots(
-        rows=1, cols=len(kinds), subplot_titles=[PANEL_TITLES[kind] for kind in kinds], horizontal_spacing=0.05
+        rows=panels if stacked else 1,
+        cols=1 if stacked else panels,
+        subplot_titles=[PANEL_TITLES[kind] for kind in kinds],
+        horizontal_spacing=0.05,
+        vertical_spacing=0.3 / panels,
     )
-    for column, (kind, grid) in enumerate(zip(kinds, grids, strict=True), start=1):
+    for index, (kind, grid) in enumerate(zip(kinds, grids, strict=True)):
+        place = {"row": index + 1, "col": 1} if stacked else {"row": 1, "col": index + 1}
         n_layers, n_heads = grid.shape
         figure.add_trace(
             go.Heatmap(
@@ -90,19 +102,18 @@ def head_stats_heatmap(
                     f"<br>{html.escape(STATISTIC_DESCRIPTIONS[statistic])}<extra></extra>"
                 ),
             ),
-            row=1,
-            col=column,
+            **place,
         )
         x_axis, y_axis = layer_head_axes(n_layers, n_heads)
-        figure.update_xaxes(x_axis, row=1, col=column)
-        figure.update_yaxes({**y_axis, "showticklabels": column == 1}, row=1, col=column)
+        figure.update_xaxes(x_axis, **place)
+        figure.update_yaxes({**y_axis, "showticklabels": stacked or index == 0}, **place)
     figure.update_layout(coloraxis={**colours, "colorbar": {"title": {"text": html.escape(label)}}})
     if not title:
         sentences = max(row["sentences"] for row in table if row["kind"] in kinds)
         over = "this sentence" if sentences == 1 else f"mean over {sentences} sentences"
         title = f"{label[0].upper()}{label[1:]} of every head – {over}"
-    n_layers = max(grid.shape[0] for grid in grids)
-    return base_layout(figure, html.escape(title), height=160 + CELL_SIZE * n_layers)
+    panel_height = 40 + CELL_SIZE * max(grid.shape[0] for grid in grids)
+    return base_layout(figure, html.escape(title), height=120 + panel_height * (panels if stacked else 1))
 
 
 def head_stats_frame(table: Sequence[dict[str, Any]], kinds: Sequence[str] | None = None) -> pd.DataFrame:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import plotly.graph_objects as go
 
 from viz.style import FONT_SIZE
@@ -13,10 +15,11 @@ TITLE_TO_FONT = 1.4  # plotly's title font is this times the base font when it s
 
 
 def enlarge(figure: go.Figure, scale: float = PRESENTER_SCALE) -> go.Figure:
-    """A copy of ``figure`` with its base font, explicit tick, text and panel-title fonts, and height times ``scale``.
+    """A copy of ``figure`` with its base font, explicit tick and text fonts, and height times ``scale``.
 
     Fonts that inherit the base font (titles, axis titles, colour bars, hovers) grow with it; the
-    top margin grows only by as much as the title's line. The figure itself is left unchanged, so
+    top margin grows only by as much as the title's line, panel titles by the square root of ``scale``. The
+    figure itself is left unchanged, so
     the page can still export the normal-size one.
     """
     enlarged = go.Figure(figure)
@@ -34,7 +37,8 @@ def enlarge(figure: go.Figure, scale: float = PRESENTER_SCALE) -> go.Figure:
         if axis.tickfont.size:
             axis.tickfont.size *= scale
     for annotation in layout.annotations:
-        annotation.font.size = (annotation.font.size or SUBPLOT_TITLE_SIZE) * scale
+        # panel titles share a row with their neighbours: they grow by the square root of the scale
+        annotation.font.size = (annotation.font.size or SUBPLOT_TITLE_SIZE) * math.sqrt(scale)
     for trace in enlarged.data:
         textfont = getattr(trace, "textfont", None)
         if textfont is not None and textfont.size:

@@ -11,7 +11,7 @@ from explorer.admission import shared_gate
 from explorer.compute import sentence_statistics, trace_statistics
 from explorer.context import PageContext
 from explorer.copy import STATS_SOURCE_NAMES, escape_markdown, file_cap_notice
-from explorer.state import STATS_SOURCES, bind
+from explorer.state import STATS_SOURCES, bind, presenting
 from explorer.widgets import how_to_read, show_figure
 from model.analysis.head_stats import STATISTICS, mean_head_statistics, sentences_from_text
 from viz.head_stats import STATISTIC_LABELS
@@ -60,7 +60,7 @@ def render(ctx: PageContext) -> None:
     if table is None:
         return
     show_figure(
-        viz.head_stats_heatmap(table, statistic),
+        viz.head_stats_heatmap(table, statistic, stacked=presenting()),
         f"{ctx.file_stem}-stats-{source}-{statistic}",
         ctx.lesson.view,
         explanation,
