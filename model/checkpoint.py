@@ -115,16 +115,16 @@ def build_model(folder: Path) -> tuple[Transformer, Tokenizer]:
         tokenizer = Tokenizer.load(folder)
     except (FileNotFoundError, ValueError) as error:
         raise CheckpointError(str(error)) from error
-    tokenizer_file = "tokenizer.model" if tokenizer.joint else "source.model/target.model"
+    tokenizer_file = "/".join(tokenizer.files)
     for side, size in (("source", config.src_vocab_size), ("target", config.tgt_vocab_size)):
         if tokenizer.vocab_size(side) != size:
             raise CheckpointError(
                 f"{folder / tokenizer_file}: {side} vocabulary has {tokenizer.vocab_size(side)} pieces "
                 f"but config.json says {size}"
             )
-        processor = tokenizer.processor(side)
-        expected = {"pad_id": processor.pad_id(), "bos_id": processor.bos_id(), "eos_id": processor.eos_id()}
-        for name, value in expected.items():
+        special = tokenizer.special_ids(side)
+        names = ("pad_id", "bos_id", "eos_id", "unk_id") if tokenizer.marian else ("pad_id", "bos_id", "eos_id")
+        for name, value in ((name, special[name]) for name in names):
             if getattr(config, name) != value:
                 raise CheckpointError(
                     f"{folder / 'config.json'}: {name}={getattr(config, name)} but the {side} tokenizer uses {value}"

@@ -6,13 +6,20 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
+ACTIVATIONS = ("relu", "gelu", "swish")
+POSITIONAL_LAYOUTS = ("interleaved", "marian")
+# Options for imported models: written to config.json only when they differ from the paper's default.
+OPTIONAL_FIELDS = ("positional_layout", "scale_embedding", "final_logits_bias", "decoder_start_id")
+
 
 @dataclass(frozen=True)
 class TransformerConfig:
     """Hyper-parameters of the encoder-decoder Transformer (Vaswani et al. 2017, section 3).
 
     Token ids for padding, start and end follow the tokenizer: the defaults match the
-    SentencePiece models trained by ``model.tokenizer.train_sentencepiece``.
+    SentencePiece models trained by ``model.tokenizer.train_sentencepiece``. The options after
+    ``eos_id`` describe imported models (MarianMT, ``model.interop.marian``); their defaults
+    are the paper's behaviour, so a config.json without them builds the same model.
     """
 
     src_vocab_size: int
@@ -23,7 +30,7 @@ class TransformerConfig:
     n_decoder_layers: int = 6
     d_ff: int = 2048
     dropout: float = 0.1
-    activation: str = "relu"  # "relu" (the paper) or "gelu"
+    activation: str = "relu"  # "relu" (the paper), "gelu" or "swish" (SiLU, MarianMT)
     norm_first: bool = False  # False: post-norm as in the paper; True: pre-norm
     final_norm: bool = False  # LayerNorm after each stack (torch.nn.Transformer has one)
     layer_norm_eps: float = 1e-5
@@ -33,15 +40,23 @@ class TransformerConfig:
     output_bias: bool = True
     pad_id: int = 0
     unk_id: int = 1
-    bos_id: int = 2
+    bos_id: int | None = 2  # None: the vocabulary has no <s> (MarianMT); decoder_start_id then starts decoding
     eos_id: int = 3
+    positional_layout: str = "interleaved"  # sin/cos in even/odd dims (the paper), or "marian": sines then cosines
+    scale_embedding: bool = True  # multiply embeddings by sqrt(d_model) (section 3.4)
+    final_logits_bias: bool = False  # a fixed (1, V) buffer added to the logits (MarianMT's final_logits_bias)
+    decoder_start_id: int | None = None  # first decoder input; None: bos_id. May equal pad_id: it is never masked
 
     def __post_init__(self) -> None:
         problems = []
         if self.d_model % self.n_heads:
             problems.append(f"d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads})")
-        if self.activation not in ("relu", "gelu"):
-            problems.append(f"activation must be 'relu' or 'gelu', not {self.activation!r}")
+        if self.activation not in ACTIVATIONS:
+            problems.append(f"activation must be one of {', '.join(ACTIVATIONS)}, not {self.activation!r}")
+        if self.positional_layout not in POSITIONAL_LAYOUTS:
+            problems.append(
+                f"positional_layout must be one of {', '.join(POSITIONAL_LAYOUTS)}, not {self.positional_layout!r}"
+            )
         if self.share_embeddings and self.src_vocab_size != self.tgt_vocab_size:
             problems.append("share_embeddings needs src_vocab_size == tgt_vocab_size")
         for name in ("src_vocab_size", "tgt_vocab_size", "d_model", "n_heads", "d_ff", "max_len"):
@@ -49,9 +64,17 @@ class TransformerConfig:
                 problems.append(f"{name} must be positive")
         if not 0.0 <= self.dropout < 1.0:
             problems.append("dropout must be in [0, 1)")
-        special = {"pad_id": self.pad_id, "unk_id": self.unk_id, "bos_id": self.bos_id, "eos_id": self.eos_id}
+        if self.bos_id is None and self.decoder_start_id is None:
+            problems.append("bos_id=None needs a decoder_start_id")
+        special = {
+            "pad_id": self.pad_id,
+            "unk_id": self.unk_id,
+            "bos_id": self.bos_id,
+            "eos_id": self.eos_id,
+            "decoder_start_id": self.decoder_start_id,
+        }
         for name, value in special.items():
-            if not 0 <= value < min(self.src_vocab_size, self.tgt_vocab_size):
+            if value is not None and not 0 <= value < min(self.src_vocab_size, self.tgt_vocab_size):
                 problems.append(f"{name}={value} is outside the vocabulary")
         if problems:
             raise ValueError("invalid TransformerConfig: " + "; ".join(problems))
@@ -60,8 +83,21 @@ class TransformerConfig:
     def head_dim(self) -> int:
         return self.d_model // self.n_heads
 
+    @property
+    def start_id(self) -> int:
+        """The token every decoder input begins with: decoder_start_id, else bos_id."""
+        return self.decoder_start_id if self.decoder_start_id is not None else self.bos_id
+
+    @property
+    def never_generated(self) -> list[int]:
+        """Ids the decoder may not produce: padding and the start token (the same id for MarianMT)."""
+        return sorted({self.pad_id, self.start_id})
+
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        """Every field, except the imported-model options left at their default (older configs match)."""
+        data = dataclasses.asdict(self)
+        defaults = {f.name: f.default for f in dataclasses.fields(self)}
+        return {k: v for k, v in data.items() if k not in OPTIONAL_FIELDS or v != defaults[k]}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TransformerConfig:

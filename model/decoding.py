@@ -47,14 +47,14 @@ def length_penalty(length: int, alpha: float) -> float:
 
 
 def next_token_log_probs(model: Transformer, logits: torch.Tensor) -> torch.Tensor:
-    """Log-probabilities of the next token; padding and BOS can never be generated."""
+    """Log-probabilities of the next token; padding and the start token (BOS) can never be generated."""
     logits = logits.float().clone()
-    logits[..., [model.config.pad_id, model.config.bos_id]] = float("-inf")
+    logits[..., model.config.never_generated] = float("-inf")
     return torch.log_softmax(logits, dim=-1)
 
 
 def _start_tokens(model: Transformer, rows: int, prefix: list[int] | None, device: torch.device) -> torch.Tensor:
-    start = [model.config.bos_id] + list(prefix or [])
+    start = [model.config.start_id] + list(prefix or [])
     return torch.tensor(start, dtype=torch.long, device=device).repeat(rows, 1)  # (rows, P)
 
 
@@ -243,7 +243,7 @@ def beam_search_tree(
 ) -> list[BeamTree]:
     """beam_search, recording every candidate it examines: per sentence a BeamTree whose
     ``hypotheses`` are exactly beam_search's result (the same code runs, with a recorder)."""
-    recorders = [_TreeRecorder(model.config.bos_id, beam_size) for _ in range(src_ids.size(0))]
+    recorders = [_TreeRecorder(model.config.start_id, beam_size) for _ in range(src_ids.size(0))]
     results = _search(model, src_ids, beam_size, max_len, alpha, prefix, recorders)
     limits = row_limits(model, src_ids, len(prefix or []), max_len)
     return [

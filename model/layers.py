@@ -26,34 +26,43 @@ KVCache = dict[str, torch.Tensor]
 
 
 class TokenEmbedding(nn.Module):
-    """3.4: learned embeddings multiplied by sqrt(d_model)."""
+    """3.4: learned embeddings multiplied by sqrt(d_model) (``scale=False`` leaves them as they are)."""
 
-    def __init__(self, vocab_size: int, d_model: int) -> None:
+    def __init__(self, vocab_size: int, d_model: int, scale: bool = True) -> None:
         super().__init__()
         self.embedding = nn.Embedding(vocab_size, d_model)
-        self.scale = math.sqrt(d_model)
+        self.scale = math.sqrt(d_model) if scale else 1.0
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
         return self.embedding(ids) * self.scale  # (B, T, d)
 
 
-def sinusoidal_encoding(max_len: int, d_model: int) -> torch.Tensor:
-    """3.5: PE[pos, 2i] = sin(pos / 10000^(2i/d)), PE[pos, 2i+1] = cos(pos / 10000^(2i/d))."""
+def sinusoidal_encoding(max_len: int, d_model: int, layout: str = "interleaved") -> torch.Tensor:
+    """3.5: PE[pos, 2i] = sin(pos / 10000^(2i/d)), PE[pos, 2i+1] = cos(pos / 10000^(2i/d)).
+
+    ``layout="marian"``: the same sines and cosines, all sines in dims [0, ceil(d/2)) and all
+    cosines after them (MarianMT's table, which its checkpoints do not store).
+    """
     position = torch.arange(max_len, dtype=torch.float64).unsqueeze(1)  # (L, 1)
     inverse_wavelength = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float64) * (-math.log(10000.0) / d_model))
     angles = position * inverse_wavelength  # (L, ceil(d/2))
+    sines, cosines = torch.sin(angles), torch.cos(angles[:, : d_model // 2])
+    if layout == "marian":
+        return torch.cat([sines, cosines], dim=1).float()  # (L, d)
+    if layout != "interleaved":
+        raise ValueError(f"unknown positional layout {layout!r}")
     encoding = torch.zeros(max_len, d_model, dtype=torch.float64)
-    encoding[:, 0::2] = torch.sin(angles)
-    encoding[:, 1::2] = torch.cos(angles[:, : d_model // 2])
+    encoding[:, 0::2] = sines
+    encoding[:, 1::2] = cosines
     return encoding.float()
 
 
 class PositionalEncoding(nn.Module):
     """3.5: adds the fixed sinusoidal encoding, then dropout. The added encoding is probed."""
 
-    def __init__(self, d_model: int, max_len: int, dropout: float) -> None:
+    def __init__(self, d_model: int, max_len: int, dropout: float, layout: str = "interleaved") -> None:
         super().__init__()
-        self.register_buffer("encoding", sinusoidal_encoding(max_len, d_model), persistent=False)
+        self.register_buffer("encoding", sinusoidal_encoding(max_len, d_model, layout), persistent=False)
         self.dropout = nn.Dropout(dropout)
         self.probe = Probe("positional")
 
@@ -150,13 +159,13 @@ def causal_mask(n_queries: int, n_keys: int, device: torch.device) -> torch.Tens
 
 
 class FeedForward(nn.Module):
-    """3.3: FFN(x) = max(0, x W1 + b1) W2 + b2 (GELU as an option)."""
+    """3.3: FFN(x) = max(0, x W1 + b1) W2 + b2 (GELU or swish/SiLU as options)."""
 
     def __init__(self, d_model: int, d_ff: int, dropout: float, activation: str) -> None:
         super().__init__()
         self.linear1 = nn.Linear(d_model, d_ff)
         self.linear2 = nn.Linear(d_ff, d_model)
-        self.activation = nn.ReLU() if activation == "relu" else nn.GELU()
+        self.activation = {"relu": nn.ReLU, "gelu": nn.GELU, "swish": nn.SiLU}[activation]()
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -1,10 +1,16 @@
-"""SentencePiece tokenizers for source and target (one joint model or two separate ones)."""
+"""SentencePiece tokenizers for source and target (one joint model or two separate ones).
+
+Marian mode (MarianMT / OPUS-MT, ``model.interop.marian``): source.spm cuts sources,
+target.spm cuts targets, and one vocab.json maps piece strings (not SentencePiece ids) to
+model ids, ``<unk>`` for the rest. ``>>xx<<`` language codes are looked up whole.
+"""
 
 from __future__ import annotations
 
 import io
+import json
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import sentencepiece as spm
@@ -12,6 +18,7 @@ import sentencepiece as spm
 # Special ids fixed at training time so that TransformerConfig's defaults match.
 PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
 WORD_START = "\u2581"  # SentencePiece's "▁" marks a piece that begins a word
+MARIAN_FILES = ("source.spm", "target.spm", "vocab.json")
 
 
 def train_sentencepiece(
@@ -59,14 +66,39 @@ def load_sentencepiece(path: Path) -> spm.SentencePieceProcessor:
 
 @dataclass
 class Tokenizer:
-    """Source and target SentencePiece processors; ``joint`` when both sides share one model."""
+    """Source and target SentencePiece processors; ``joint`` when both sides share one model.
+
+    With ``vocab`` (Marian mode) ids come from that piece -> id table, not from SentencePiece.
+    """
 
     source: spm.SentencePieceProcessor
     target: spm.SentencePieceProcessor
+    vocab: dict[str, int] | None = None
+    _pieces: dict[int, str] = field(default_factory=dict, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.vocab is not None:
+            self._pieces = {index: piece for piece, index in self.vocab.items()}
+            missing = [piece for piece in ("</s>", "<unk>", "<pad>") if piece not in self.vocab]
+            if missing:
+                raise ValueError(f"vocab.json lacks {', '.join(missing)}")
+            if sorted(self._pieces) != list(range(len(self.vocab))):
+                raise ValueError("vocab.json ids must be 0..N-1, each used once")
 
     @property
     def joint(self) -> bool:
         return self.source is self.target
+
+    @property
+    def marian(self) -> bool:
+        return self.vocab is not None
+
+    @property
+    def files(self) -> list[str]:
+        """The file names this tokenizer is saved as."""
+        if self.marian:
+            return list(MARIAN_FILES)
+        return ["tokenizer.model"] if self.joint else ["source.model", "target.model"]
 
     def processor(self, side: str) -> spm.SentencePieceProcessor:
         if side not in ("source", "target"):
@@ -74,30 +106,59 @@ class Tokenizer:
         return self.source if side == "source" else self.target
 
     def vocab_size(self, side: str) -> int:
+        if self.vocab is not None:
+            return len(self.vocab)
         return self.processor(side).get_piece_size()
 
     def encode(self, text: str, side: str = "source") -> list[int]:
         """Piece ids of text, without BOS/EOS."""
-        return self.processor(side).encode(text, out_type=int)
+        if self.vocab is None:
+            return self.processor(side).encode(text, out_type=int)
+        code, text = split_language_code(text)
+        pieces = code + self.processor(side).encode(text, out_type=str)
+        unk = self.vocab["<unk>"]
+        return [self.vocab.get(piece, unk) for piece in pieces]
 
     def decode(self, ids: Iterable[int], side: str = "target") -> str:
-        """Text of ids; special tokens (pad, bos, eos) are dropped."""
+        """Text of ids; special tokens (pad, bos, eos; Marian: also unk) are dropped."""
+        special = self.special_ids(side)
+        if self.vocab is not None:
+            dropped = {special["pad_id"], special["eos_id"], special["unk_id"]}
+            pieces = [self._pieces[i] for i in ids if i not in dropped and i in self._pieces]
+            return self.processor(side).decode_pieces(pieces).replace(WORD_START, " ").strip()
         processor = self.processor(side)
-        return processor.decode(
-            [i for i in ids if i not in (PAD_ID, BOS_ID, EOS_ID) and i < processor.get_piece_size()]
-        )
+        dropped = {special["pad_id"], special["bos_id"], special["eos_id"]}
+        return processor.decode([i for i in ids if i not in dropped and 0 <= i < processor.get_piece_size()])
 
     def pieces(self, ids: Iterable[int], side: str = "source") -> list[str]:
         """Piece strings of ids; special tokens appear as <pad>, <s>, </s>, <unk>."""
+        if self.vocab is not None:
+            return [self._pieces.get(i, "<unk>") for i in ids]
         processor = self.processor(side)
         return [processor.id_to_piece(i) for i in ids]
 
-    def special_ids(self) -> dict[str, int]:
-        return {"pad_id": PAD_ID, "unk_id": UNK_ID, "bos_id": BOS_ID, "eos_id": EOS_ID}
+    def special_ids(self, side: str = "target") -> dict[str, int | None]:
+        """pad, unk, bos and eos ids (bos None when the vocabulary has no <s>, as in MarianMT)."""
+        if self.vocab is not None:
+            return {
+                "pad_id": self.vocab["<pad>"],
+                "unk_id": self.vocab["<unk>"],
+                "bos_id": self.vocab.get("<s>"),
+                "eos_id": self.vocab["</s>"],
+            }
+        processor = self.processor(side)
+        ids = {"pad_id": processor.pad_id(), "unk_id": processor.unk_id()}
+        return {**ids, "bos_id": processor.bos_id(), "eos_id": processor.eos_id()}
 
     def save(self, folder: Path) -> list[str]:
-        """Write tokenizer.model (joint) or source.model + target.model; return the file names."""
+        """Write tokenizer.model (joint), source.model + target.model, or Marian's three files; return the names."""
         folder = Path(folder)
+        if self.vocab is not None:
+            (folder / "source.spm").write_bytes(self.source.serialized_model_proto())
+            (folder / "target.spm").write_bytes(self.target.serialized_model_proto())
+            text = json.dumps(self.vocab, indent=2, ensure_ascii=False) + "\n"
+            (folder / "vocab.json").write_text(text, encoding="utf-8")
+            return list(MARIAN_FILES)
         if self.joint:
             (folder / "tokenizer.model").write_bytes(self.source.serialized_model_proto())
             return ["tokenizer.model"]
@@ -108,6 +169,8 @@ class Tokenizer:
     @classmethod
     def load(cls, folder: Path) -> Tokenizer:
         folder = Path(folder)
+        if (folder / "vocab.json").exists():
+            return cls.load_marian(folder)
         if (folder / "tokenizer.model").exists():
             joint = load_sentencepiece(folder / "tokenizer.model")
             return cls(joint, joint)
@@ -117,11 +180,41 @@ class Tokenizer:
         return cls(load_sentencepiece(folder / "source.model"), load_sentencepiece(folder / "target.model"))
 
     @classmethod
+    def load_marian(cls, folder: Path) -> Tokenizer:
+        """source.spm + target.spm + vocab.json, as MarianTokenizer.save_pretrained writes them."""
+        folder = Path(folder)
+        missing = [name for name in MARIAN_FILES if not (folder / name).is_file()]
+        if missing:
+            raise FileNotFoundError(f"{folder}: Marian tokenizer files missing: {', '.join(missing)}")
+        path = folder / "vocab.json"
+        try:
+            vocab = json.loads(path.read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError) as error:
+            raise ValueError(f"{path}: not valid JSON ({error})") from error
+        if not isinstance(vocab, dict) or not all(
+            isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) for k, v in vocab.items()
+        ):
+            raise ValueError(f"{path}: expected an object mapping piece strings to integer ids")
+        source, target = load_sentencepiece(folder / "source.spm"), load_sentencepiece(folder / "target.spm")
+        try:
+            return cls(source, target, vocab)
+        except ValueError as error:
+            raise ValueError(f"{path}: {error}") from error
+
+    @classmethod
     def from_model_bytes(cls, source: bytes, target: bytes | None = None) -> Tokenizer:
         source_processor = spm.SentencePieceProcessor(model_proto=source)
         if target is None:
             return cls(source_processor, source_processor)
         return cls(source_processor, spm.SentencePieceProcessor(model_proto=target))
+
+
+def split_language_code(text: str) -> tuple[list[str], str]:
+    """A leading ``>>xx<<`` target-language code as one piece, and the rest (MarianTokenizer's rule)."""
+    end = text.find("<<") if text.startswith(">>") else -1
+    if end == -1:
+        return [], text
+    return [text[: end + 2]], text[end + 2 :]
 
 
 def word_index(pieces: list[str], special: Iterable[str] = ("<s>", "</s>", "<pad>")) -> list[int]:

@@ -6,7 +6,8 @@ Each sublayer is ``LayerNorm(x + Dropout(Sublayer(x)))`` (post-norm, the paper) 
 Masks: source padding (src == pad_id) hides padded keys from encoder self-attention and
 from cross-attention; target padding hides padded keys from decoder self-attention, which
 is also causal (a position sees itself and earlier positions only). Rows of padded
-queries are computed but meaningless; the loss ignores them.
+queries are computed but meaningless; the loss ignores them. The decoder's start token at
+position 0 is never padding, even when it is the pad id (MarianMT starts from <pad>).
 """
 
 from __future__ import annotations
@@ -20,6 +21,18 @@ from model.layers import FeedForward, KVCache, MultiHeadAttention, PositionalEnc
 
 # One entry per decoder layer: {"self": KVCache, "cross": KVCache}. Lives with the request, never on the model.
 DecoderCache = list[dict[str, KVCache]]
+
+
+def target_padding(ids: torch.Tensor, config: TransformerConfig, start: int = 0) -> torch.Tensor:
+    """ids (..., T), decoder inputs at positions start.. -> bool (..., T), True on padding.
+
+    Position 0 holds the start token, which is never padding even when it is the pad id
+    (MarianMT decodes from <pad>; masking it would leave its attention rows all -inf).
+    """
+    padded = ids == config.pad_id
+    if start == 0 and config.start_id == config.pad_id and ids.size(-1) > 0:
+        padded[..., 0] = False
+    return padded
 
 
 class EncoderLayer(nn.Module):
@@ -93,7 +106,7 @@ class Encoder(nn.Module):
     def __init__(self, config: TransformerConfig, embed: TokenEmbedding) -> None:
         super().__init__()
         self.embed = embed
-        self.positional = PositionalEncoding(config.d_model, config.max_len, config.dropout)
+        self.positional = PositionalEncoding(config.d_model, config.max_len, config.dropout, config.positional_layout)
         self.layers = nn.ModuleList(EncoderLayer(config) for _ in range(config.n_encoder_layers))
         self.norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps) if config.final_norm else None
 
@@ -110,7 +123,7 @@ class Decoder(nn.Module):
     def __init__(self, config: TransformerConfig, embed: TokenEmbedding) -> None:
         super().__init__()
         self.embed = embed
-        self.positional = PositionalEncoding(config.d_model, config.max_len, config.dropout)
+        self.positional = PositionalEncoding(config.d_model, config.max_len, config.dropout, config.positional_layout)
         self.layers = nn.ModuleList(DecoderLayer(config) for _ in range(config.n_decoder_layers))
         self.norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps) if config.final_norm else None
 
@@ -135,14 +148,21 @@ class Transformer(nn.Module):
     def __init__(self, config: TransformerConfig) -> None:
         super().__init__()
         self.config = config
-        src_embed = TokenEmbedding(config.src_vocab_size, config.d_model)
-        tgt_embed = src_embed if config.share_embeddings else TokenEmbedding(config.tgt_vocab_size, config.d_model)
+        src_embed = TokenEmbedding(config.src_vocab_size, config.d_model, config.scale_embedding)
+        tgt_embed = (
+            src_embed
+            if config.share_embeddings
+            else TokenEmbedding(config.tgt_vocab_size, config.d_model, config.scale_embedding)
+        )
         self.encoder = Encoder(config, src_embed)
         self.decoder = Decoder(config, tgt_embed)
         self.generator = nn.Linear(config.d_model, config.tgt_vocab_size, bias=config.output_bias)
         self.reset_parameters()
         if config.tie_output:
             self.generator.weight = tgt_embed.embedding.weight
+        # MarianMT's final_logits_bias: a stored constant (1, V), not a trained parameter; None leaves it out.
+        bias = torch.zeros(1, config.tgt_vocab_size) if config.final_logits_bias else None
+        self.register_buffer("final_logits_bias", bias)
         attach_probes(self)
 
     def reset_parameters(self) -> None:
@@ -151,9 +171,12 @@ class Transformer(nn.Module):
             if parameter.dim() > 1:
                 nn.init.xavier_uniform_(parameter)
 
-    def padding_allowed(self, ids: torch.Tensor) -> torch.Tensor | None:
-        """(B, 1, 1, T) True on real tokens, or None when nothing is padded (lets kernels skip the mask)."""
-        padded = ids == self.config.pad_id
+    def padding_allowed(self, ids: torch.Tensor, target: bool = False, start: int = 0) -> torch.Tensor | None:
+        """(B, 1, 1, T) True on real tokens, or None when nothing is padded (lets kernels skip the mask).
+
+        ``target``: ids are decoder inputs at positions start..; the start token is never padding.
+        """
+        padded = target_padding(ids, self.config, start) if target else ids == self.config.pad_id
         if not bool(padded.any()):
             return None
         return ~padded[:, None, None, :]
@@ -178,12 +201,19 @@ class Transformer(nn.Module):
         """
         self_allowed = None
         if cache is None:
-            tgt_allowed = self.padding_allowed(tgt_ids)
+            tgt_allowed = self.padding_allowed(tgt_ids, target=True, start=start)
             if tgt_allowed is not None:
                 length = tgt_ids.size(1)
                 self_allowed = tgt_allowed & causal_mask(length, length, tgt_ids.device)  # (B, 1, T, T)
         hidden = self.decoder(tgt_ids, memory, self_allowed, src_allowed, cache=cache, start=start)
-        return self.generator(hidden)
+        return self.logits(hidden)
+
+    def logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        """Decoder output (B, T, d) -> logits (B, T, V): the output projection, plus final_logits_bias if any."""
+        logits = self.generator(hidden)
+        if self.final_logits_bias is not None:
+            logits = logits + self.final_logits_bias.to(logits.dtype)
+        return logits
 
     def new_cache(self) -> DecoderCache:
         return [{"self": {}, "cross": {}} for _ in range(self.config.n_decoder_layers)]

@@ -185,7 +185,7 @@ class Translator:
         if len(ids) > config.max_len - 1:
             raise ValueError(f"{name} has {len(ids)} tokens; the model reads at most {config.max_len - 1}")
         for position, token in enumerate(ids):
-            if not 0 <= token < config.tgt_vocab_size or token in (config.pad_id, config.bos_id):
+            if not 0 <= token < config.tgt_vocab_size or token in config.never_generated:
                 raise ValueError(f"{name}[{position}] = {token} is not a token the decoder can produce")
             if token == config.eos_id and position != len(ids) - 1:
                 raise ValueError(f"{name}[{position}] is EOS but is not the last token")
@@ -343,7 +343,7 @@ class Translator:
                 output = self._generate(model, device, sources, beam_size, limit, prefix_ids, encoder_pass.encoded)[0]
             else:
                 output = prefix_ids
-        target_ids = [config.bos_id] + output
+        target_ids = [config.start_id] + output
         result = forced_pass(model, encoder_pass, target_ids)
         k = min(top_k, result.probs.size(-1))
         top = result.probs.topk(k, dim=-1)
@@ -378,7 +378,7 @@ class Translator:
                 "n_encoder_layers": config.n_encoder_layers,
                 "n_decoder_layers": config.n_decoder_layers,
                 "special_pieces": self.tokenizer.pieces(
-                    [config.pad_id, config.unk_id, config.bos_id, config.eos_id], "target"
+                    [config.pad_id, config.unk_id, config.start_id, config.eos_id], "target"
                 ),
             },
         )

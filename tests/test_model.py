@@ -235,3 +235,91 @@ def test_nested_edits_compose_outer_first():
     with intervene(model, tag("outer")), intervene(model, tag("inner")):
         model.encode(src)
     assert order == ["outer", "inner"]
+
+
+# Options for imported models (MarianMT): each defaults to the paper's behaviour.
+
+
+def test_new_options_default_to_the_papers_model():
+    config = small_config(40)
+    assert (config.activation, config.positional_layout, config.scale_embedding) == ("relu", "interleaved", True)
+    assert (config.final_logits_bias, config.decoder_start_id, config.start_id) == (False, None, config.bos_id)
+    assert not {"positional_layout", "scale_embedding", "final_logits_bias", "decoder_start_id"} & set(
+        config.to_dict()
+    ), "a paper config writes the same config.json as before"
+    model = Transformer(config)
+    assert model.final_logits_bias is None and "final_logits_bias" not in model.state_dict()
+    assert isinstance(model.encoder.layers[0].feed_forward.activation, nn.ReLU)
+    assert model.encoder.embed.scale == math.sqrt(config.d_model)
+    torch.testing.assert_close(model.encoder.positional.encoding, sinusoidal_encoding(config.max_len, config.d_model))
+    marian = TransformerConfig.from_dict(
+        {**config.to_dict(), "positional_layout": "marian", "bos_id": None, "decoder_start_id": config.pad_id}
+    )
+    assert TransformerConfig.from_dict(marian.to_dict()) == marian
+
+
+def test_swish_activation_is_silu():
+    model = Transformer(small_config(40, activation="swish"))
+    layer = model.decoder.layers[0].feed_forward
+    x = torch.randn(2, 3, model.config.d_model)
+    torch.testing.assert_close(layer(x), layer.linear2(torch.nn.functional.silu(layer.linear1(x))))
+    with pytest.raises(ValueError, match="activation"):
+        small_config(40, activation="tanh")
+
+
+def test_marian_positions_put_sines_first_then_cosines():
+    d_model, length = 10, 17
+    encoding = sinusoidal_encoding(length, d_model, "marian")
+    for pos in range(length):
+        for i in range(d_model // 2):
+            angle = pos / 10000 ** (2 * i / d_model)
+            assert encoding[pos, i].item() == pytest.approx(math.sin(angle), abs=1e-6)
+            assert encoding[pos, d_model // 2 + i].item() == pytest.approx(math.cos(angle), abs=1e-6)
+    paper = sinusoidal_encoding(length, d_model)
+    torch.testing.assert_close(encoding, torch.cat([paper[:, 0::2], paper[:, 1::2]], dim=1))
+    with pytest.raises(ValueError, match="positional_layout"):
+        small_config(40, positional_layout="rotary")
+
+
+def test_embeddings_unscaled_when_asked():
+    model = Transformer(small_config(40, scale_embedding=False))
+    ids = torch.tensor([[4, 5, 6]])
+    torch.testing.assert_close(model.encoder.embed(ids), model.encoder.embed.embedding(ids))
+
+
+def test_final_logits_bias_is_stored_and_added_to_the_logits():
+    torch.manual_seed(0)
+    model = Transformer(small_config(40, final_logits_bias=True)).eval()
+    assert model.state_dict()["final_logits_bias"].shape == (1, model.config.tgt_vocab_size)
+    src, tgt = random_batch(model.config.src_vocab_size, pad=False)
+    before = model(src, tgt)
+    bias = torch.randn(1, model.config.tgt_vocab_size)
+    with torch.no_grad():
+        model.final_logits_bias.copy_(bias)
+    torch.testing.assert_close(model(src, tgt), before + bias)
+
+
+def test_a_start_token_equal_to_pad_is_not_masked():
+    config = small_config(40, bos_id=None, decoder_start_id=0)  # pad_id 0, as MarianMT decodes from <pad>
+    torch.manual_seed(0)
+    model = Transformer(config).eval()
+    src, tgt = random_batch(config.src_vocab_size, pad=False)
+    tgt[:, 0] = config.pad_id
+    with torch.inference_mode(), capture_attention(model) as capture:
+        logits = model(src, tgt)
+    assert torch.isfinite(logits).all()
+    first = capture.attention["decoder.layers.0.self_attn"][:, :, 0, 0]
+    torch.testing.assert_close(first, torch.ones_like(first))
+    with torch.inference_mode():  # the fused path agrees, and incremental decoding sees the same start token
+        torch.testing.assert_close(model(src, tgt), logits)
+        memory, allowed = model.encode(src)
+        cache = model.new_cache()
+        steps = [model.decode(tgt[:, i : i + 1], memory, allowed, cache=cache, start=i) for i in range(tgt.size(1))]
+        torch.testing.assert_close(torch.cat(steps, dim=1), logits, atol=1e-5, rtol=1e-5)
+    later = tgt.clone()
+    later[0, 3:] = config.pad_id  # later pad positions are still padding
+    with torch.inference_mode(), capture_attention(model) as capture:
+        model(src, later)
+    assert (capture.attention["decoder.layers.0.self_attn"][0, :, 5, 3:] == 0).all()
+    with pytest.raises(ValueError, match="decoder_start_id"):
+        small_config(40, bos_id=None)

@@ -121,7 +121,7 @@ def head_importance(
 
     def score_rows(model: Transformer, device: torch.device) -> list[torch.Tensor]:
         src = torch.tensor([source], dtype=torch.long, device=device)  # (1, S)
-        decoder_input = torch.tensor([[config.bos_id] + output[:-1]], dtype=torch.long, device=device)  # (1, T)
+        decoder_input = torch.tensor([[config.start_id] + output[:-1]], dtype=torch.long, device=device)  # (1, T)
         gold = torch.tensor([output], dtype=torch.long, device=device)  # (1, T)
         scores: list[torch.Tensor] = []
         start, size = 0, batch_size
@@ -148,7 +148,7 @@ def head_importance(
         count = layer_count(config, kind) * config.n_heads
         drops[kind] = drops_flat[offset : offset + count].reshape(layer_count(config, kind), config.n_heads)
         offset += count
-    full_target = [config.bos_id] + output
+    full_target = [config.start_id] + output
     return HeadImportance(
         source_text=text,
         source_pieces=translator.tokenizer.pieces(source, "source"),

@@ -19,7 +19,7 @@ import torch
 from model.capture import capture_attention
 from model.heads import module_kind
 from model.layers import MultiHeadAttention, causal_mask
-from model.transformer import Transformer
+from model.transformer import Transformer, target_padding
 
 
 @dataclass
@@ -107,8 +107,10 @@ def attention_stages(
     k = probes["key"][0, head]  # (Tk, dk)
     v = probes["value"][0, head]  # (Tk, dk)
 
-    key_ids = torch.tensor(decoder_input if kind == "decoder" else list(source_ids))
-    padding_allowed = key_ids != model.config.pad_id  # (Tk,)
+    if kind == "decoder":  # decoder keys are decoder inputs: the start token is never padding
+        padding_allowed = ~target_padding(torch.tensor(decoder_input), model.config)  # (Tk,)
+    else:
+        padding_allowed = torch.tensor(list(source_ids)) != model.config.pad_id  # (Tk,)
     allowed = padding_allowed.expand(q.size(0), -1)  # (Tq, Tk)
     causal = None
     if kind == "decoder":

@@ -44,7 +44,7 @@ def resolve_choice(tokenizer: Tokenizer, config: TransformerConfig, token: int |
     vocab = config.tgt_vocab_size
     if not 0 <= token < vocab:
         raise ValueError(f"token id {token} is outside the target vocabulary (0..{vocab - 1})")
-    if token in (config.pad_id, config.bos_id):
+    if token in config.never_generated:
         raise ValueError(f"token id {token} is padding or BOS, which the decoder never generates")
     return Choice([token], tokenizer.pieces([token], "target"), None)
 

@@ -1,4 +1,5 @@
-"""Models from elsewhere: torch.nn.Transformer import/export (torch_transformer), pickled weights (convert).
+"""Models from elsewhere: torch.nn.Transformer import/export (torch_transformer), pickled weights (convert),
+MarianMT / OPUS-MT folders (marian, ``python -m model.import_marian``).
 
 ``import_torch``, ``export_torch`` and ``Seq2SeqTransformer`` are named here because they are
 the public contract (``model.interop.import_torch``).

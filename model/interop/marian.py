@@ -1,0 +1,331 @@
+"""Import a MarianMT (OPUS-MT) model into the scratch Transformer: ``python -m model.import_marian --help``.
+
+The source folder is what ``MarianMTModel.save_pretrained`` and ``MarianTokenizer.save_pretrained``
+write (config.json, model.safetensors, source.spm, target.spm, vocab.json). It is read directly:
+weights with safetensors, settings with json, pieces with sentencepiece. Nothing is downloaded,
+nothing is unpickled, and transformers is not needed.
+
+Marian is the paper's post-norm Transformer with a few differences, each a TransformerConfig
+option: swish feed-forward activation, sinusoidal positions with all sines before all cosines
+(not stored in the weights file: computed here), one embedding shared by encoder, decoder and
+output plus a stored ``final_logits_bias``, no ``<s>`` (decoding starts from ``<pad>``, which
+is not masked), and special ids taken from vocab.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+import safetensors
+import torch
+
+from model.checkpoint import PICKLE_SUFFIXES, CheckpointError, read_json, save_checkpoint
+from model.config import TransformerConfig
+from model.tokenizer import MARIAN_FILES, Tokenizer
+from model.transformer import Transformer
+
+SUPPORTED = "MarianMTModel (config.json model_type 'marian')"
+ACTIVATIONS = {"swish": "swish", "silu": "swish", "relu": "relu", "gelu": "gelu"}
+GENERATION_KEYS = (
+    "num_beams",
+    "max_length",
+    "forced_eos_token_id",
+    "bad_words_ids",
+    "decoder_start_token_id",
+    "eos_token_id",
+    "pad_token_id",
+)
+SAFETENSORS_HINT = (
+    "only pickled weights (pytorch_model.bin) were found, and pickles can run code, so they are not read; "
+    "write safetensors once with your own transformers install: "
+    "MarianMTModel.from_pretrained(SRC).save_pretrained(SRC, safe_serialization=True)"
+)
+
+# Hugging Face's names inside one layer -> ours, per stack.
+ENCODER_LAYER_NAMES = {
+    "self_attn.q_proj": "self_attn.q_proj",
+    "self_attn.k_proj": "self_attn.k_proj",
+    "self_attn.v_proj": "self_attn.v_proj",
+    "self_attn.out_proj": "self_attn.out_proj",
+    "self_attn_layer_norm": "norm1",
+    "fc1": "feed_forward.linear1",
+    "fc2": "feed_forward.linear2",
+    "final_layer_norm": "norm2",
+}
+DECODER_LAYER_NAMES = {
+    "self_attn.q_proj": "self_attn.q_proj",
+    "self_attn.k_proj": "self_attn.k_proj",
+    "self_attn.v_proj": "self_attn.v_proj",
+    "self_attn.out_proj": "self_attn.out_proj",
+    "self_attn_layer_norm": "norm1",
+    "encoder_attn.q_proj": "cross_attn.q_proj",
+    "encoder_attn.k_proj": "cross_attn.k_proj",
+    "encoder_attn.v_proj": "cross_attn.v_proj",
+    "encoder_attn.out_proj": "cross_attn.out_proj",
+    "encoder_attn_layer_norm": "norm2",
+    "fc1": "feed_forward.linear1",
+    "fc2": "feed_forward.linear2",
+    "final_layer_norm": "norm3",
+}
+EMBEDDING_KEYS = (
+    "model.shared.weight",
+    "model.encoder.embed_tokens.weight",
+    "model.decoder.embed_tokens.weight",
+    "lm_head.weight",
+)
+IGNORED_KEYS = ("model.encoder.embed_positions.weight", "model.decoder.embed_positions.weight")
+
+
+def marian_config(hf: dict[str, Any], tokenizer: Tokenizer, path: Path) -> TransformerConfig:
+    """Our TransformerConfig for a Hugging Face MarianConfig dict; refuses what we cannot reproduce."""
+    architectures = hf.get("architectures") or []
+    if hf.get("model_type") != "marian" or any(a != "MarianMTModel" for a in architectures):
+        found = hf.get("model_type") or "no model_type"
+        if architectures:
+            found += f", architectures {', '.join(map(str, architectures))}"
+        raise CheckpointError(f"{path}: {found} is not supported; supported: {SUPPORTED}")
+
+    def refuse(reason: str) -> CheckpointError:
+        return CheckpointError(f"{path}: {reason}; this importer supports the OPUS-MT layout only")
+
+    if not hf.get("share_encoder_decoder_embeddings", True) or tokenizer.vocab is None:
+        raise refuse("separate source and target vocabularies (share_encoder_decoder_embeddings false)")
+    vocab_size = int(hf["vocab_size"])
+    if hf.get("decoder_vocab_size") not in (None, vocab_size):
+        raise refuse(f"decoder_vocab_size {hf['decoder_vocab_size']} differs from vocab_size {vocab_size}")
+    if not hf.get("tie_word_embeddings", True):
+        raise refuse("an output projection not tied to the embeddings (tie_word_embeddings false)")
+    for ours, (encoder, decoder) in {
+        "n_heads": ("encoder_attention_heads", "decoder_attention_heads"),
+        "d_ff": ("encoder_ffn_dim", "decoder_ffn_dim"),
+    }.items():
+        if hf[encoder] != hf[decoder]:
+            raise refuse(f"{encoder}={hf[encoder]} but {decoder}={hf[decoder]} (one {ours} for both stacks)")
+    if hf.get("normalize_before") or hf.get("add_final_layer_norm") or hf.get("normalize_embedding"):
+        raise refuse("pre-norm, final or embedding layer norms")
+    activation = ACTIVATIONS.get(str(hf.get("activation_function", "swish")))
+    if activation is None:
+        raise refuse(f"activation_function {hf.get('activation_function')!r} (supported: {', '.join(ACTIVATIONS)})")
+    special = tokenizer.special_ids()
+    for ours, theirs in (("pad_id", "pad_token_id"), ("eos_id", "eos_token_id")):
+        if theirs in hf and hf[theirs] is not None and hf[theirs] != special[ours]:
+            raise refuse(f"{theirs}={hf[theirs]} but vocab.json gives {special[ours]}")
+    start = hf.get("decoder_start_token_id")
+    start = special["pad_id"] if start is None else int(start)
+    try:
+        return TransformerConfig(
+            src_vocab_size=vocab_size,
+            tgt_vocab_size=vocab_size,
+            d_model=int(hf["d_model"]),
+            n_heads=int(hf["encoder_attention_heads"]),
+            n_encoder_layers=int(hf["encoder_layers"]),
+            n_decoder_layers=int(hf["decoder_layers"]),
+            d_ff=int(hf["encoder_ffn_dim"]),
+            dropout=float(hf.get("dropout", 0.1)),
+            activation=activation,
+            norm_first=False,
+            final_norm=False,
+            layer_norm_eps=1e-5,
+            max_len=int(hf.get("max_position_embeddings", 512)),
+            share_embeddings=True,
+            tie_output=True,
+            output_bias=False,
+            pad_id=special["pad_id"],
+            unk_id=special["unk_id"],
+            bos_id=special["bos_id"],
+            eos_id=special["eos_id"],
+            positional_layout="marian",
+            scale_embedding=bool(hf.get("scale_embedding", False)),
+            final_logits_bias=True,
+            decoder_start_id=start,
+        )
+    except (KeyError, TypeError, ValueError) as error:
+        raise CheckpointError(f"{path}: cannot build a model from it ({error})") from error
+
+
+def weight_files(source: Path) -> list[Path]:
+    """model.safetensors, or the shards a model.safetensors.index.json names; pickles are refused unread."""
+    single = source / "model.safetensors"
+    if single.is_file():
+        return [single]
+    index = source / "model.safetensors.index.json"
+    if index.is_file():
+        weight_map = read_json(index).get("weight_map")
+        if not isinstance(weight_map, dict):
+            raise CheckpointError(f"{index}: no weight_map")
+        return [source / name for name in sorted(set(weight_map.values()))]
+    pickles = sorted(p.name for p in source.iterdir() if p.suffix in PICKLE_SUFFIXES)
+    if pickles:
+        raise CheckpointError(f"{source / pickles[0]}: {SAFETENSORS_HINT}")
+    raise CheckpointError(f"{source}: no model.safetensors")
+
+
+def read_weights(files: list[Path]) -> dict[str, torch.Tensor]:
+    tensors: dict[str, torch.Tensor] = {}
+    for path in files:
+        try:
+            with safetensors.safe_open(str(path), framework="pt") as handle:
+                for key in handle.keys():
+                    tensors[key] = handle.get_tensor(key)
+        except Exception as error:  # safetensors raises its own error types for truncated or corrupt files
+            raise CheckpointError(f"{path}: cannot be read as safetensors ({error})") from error
+    return tensors
+
+
+def marian_state(tensors: dict[str, torch.Tensor], config: TransformerConfig) -> dict[str, torch.Tensor]:
+    """Hugging Face's tensor names -> ours (the shared embedding once, under the encoder's name)."""
+    embeddings = [key for key in EMBEDDING_KEYS if key in tensors]
+    if not embeddings:
+        raise CheckpointError(f"no shared embedding: expected one of {', '.join(EMBEDDING_KEYS)}")
+    shared = tensors[embeddings[0]]
+    for key in embeddings[1:]:
+        if tensors[key].shape != shared.shape or not torch.equal(tensors[key], shared):
+            raise CheckpointError(f"{key} differs from {embeddings[0]}: untied embeddings are not supported")
+    state = {"encoder.embed.embedding.weight": shared}
+    state["final_logits_bias"] = tensors.get("final_logits_bias", torch.zeros(1, config.tgt_vocab_size))
+    stacks = (
+        ("encoder", config.n_encoder_layers, ENCODER_LAYER_NAMES),
+        ("decoder", config.n_decoder_layers, DECODER_LAYER_NAMES),
+    )
+    used = set(embeddings) | {"final_logits_bias"} | set(IGNORED_KEYS)
+    for stack, layers, names in stacks:
+        for index in range(layers):
+            for theirs, ours in names.items():
+                for kind in ("weight", "bias"):
+                    key = f"model.{stack}.layers.{index}.{theirs}.{kind}"
+                    if key not in tensors:
+                        raise CheckpointError(f"missing tensor {key} (config.json says {layers} {stack} layers)")
+                    state[f"{stack}.layers.{index}.{ours}.{kind}"] = tensors[key]
+                    used.add(key)
+    unexpected = sorted(set(tensors) - used)
+    if unexpected:
+        shown = ", ".join(unexpected[:5]) + (" ..." if len(unexpected) > 5 else "")
+        raise CheckpointError(f"tensors this importer does not know (another layout?): {shown}")
+    return state
+
+
+def load_into(model: Transformer, state: dict[str, torch.Tensor]) -> None:
+    """Copy tensors into the model, refusing any whose shape disagrees with the config."""
+    targets = {**dict(model.named_parameters()), **dict(model.named_buffers())}
+    problems = [
+        f"{name}: file {tuple(value.shape)}, config {tuple(targets[name].shape)}"
+        for name, value in state.items()
+        if tuple(value.shape) != tuple(targets[name].shape)
+    ]
+    if problems:
+        raise CheckpointError("shapes disagree with config.json: " + "; ".join(problems[:5]))
+    with torch.no_grad():
+        for name, value in state.items():
+            targets[name].copy_(value.to(torch.float32))
+
+
+def licence_of(source: Path) -> str | None:
+    """The ``license:`` line of a Hugging Face model card's front matter (README.md), when there is one."""
+    readme = source / "README.md"
+    if not readme.is_file():
+        return None
+    text = readme.read_text(encoding="utf-8", errors="replace")
+    front = re.match(r"---\s*\n(.*?)\n---", text, re.DOTALL)
+    found = re.search(r"^licen[cs]e:\s*(\S.*)$", front.group(1), re.MULTILINE) if front else None
+    return found.group(1).strip().strip("'\"") if found else None
+
+
+def generation_defaults(source: Path, hf: dict[str, Any]) -> dict[str, Any]:
+    """What Hugging Face's generate would use (config.json, overridden by generation_config.json); recorded only."""
+    path = source / "generation_config.json"
+    settings = {**hf, **(read_json(path) if path.is_file() else {})}
+    return {key: settings[key] for key in GENERATION_KEYS if key in settings}
+
+
+def import_marian(source: str | Path, out: str | Path, fp16: bool = False, name: str = "") -> Path:
+    """Convert a save_pretrained MarianMT folder into a checkpoint folder; returns ``out``."""
+    source, out = Path(source), Path(out)
+    if not source.is_dir():
+        raise CheckpointError(f"{source}: not a folder")
+    if out.exists():
+        raise CheckpointError(f"{out}: already exists; choose a new folder")
+    files = weight_files(source)
+    hf = read_json(source / "config.json")
+    if (source / "target_vocab.json").exists():
+        raise CheckpointError(f"{source / 'target_vocab.json'}: separate target vocabularies are not supported")
+    missing = [name for name in MARIAN_FILES if not (source / name).is_file()]
+    if missing:
+        raise CheckpointError(
+            f"{source}: tokenizer files missing: {', '.join(missing)} (save MarianTokenizer with save_pretrained too)"
+        )
+    try:
+        tokenizer = Tokenizer.load_marian(source)
+    except (FileNotFoundError, ValueError) as error:
+        raise CheckpointError(str(error)) from error
+    config = marian_config(hf, tokenizer, source / "config.json")
+    if tokenizer.vocab_size("source") != config.src_vocab_size:
+        raise CheckpointError(
+            f"{source / 'vocab.json'}: {tokenizer.vocab_size('source')} pieces but config.json says "
+            f"vocab_size {config.src_vocab_size}"
+        )
+    model = Transformer(config)
+    try:
+        load_into(model, marian_state(read_weights(files), config))
+    except CheckpointError as error:
+        raise CheckpointError(f"{files[0]}: {error}") from error
+    model.eval().requires_grad_(False)
+    tokenizer_config = source / "tokenizer_config.json"
+    languages = read_json(tokenizer_config) if tokenizer_config.is_file() else {}
+    source_model = name or str(hf.get("_name_or_path") or source.name)
+    card = {
+        "name": source_model,
+        "source_model": source_model,
+        "architecture": "MarianMT (OPUS-MT), converted to the scratch Transformer",
+        "licence": licence_of(source) or "unknown: see the source model's card",
+        "source_language": languages.get("source_lang") or "",
+        "target_language": languages.get("target_lang") or "",
+        "domain": "broad (OPUS parallel data)",
+        "conversion": {
+            "tool": "python -m model.import_marian",
+            "from": str(source),
+            "weights": [path.name for path in files],
+            "dtype": "float16" if fp16 else "float32",
+            "positional_encoding": "computed (sines then cosines), not read from the weights",
+        },
+        "generation_defaults": generation_defaults(source, hf),
+    }
+    return save_checkpoint(out, model, tokenizer, card, half=fp16)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m model.import_marian",
+        description=(
+            "Convert a MarianMT (OPUS-MT) folder written by save_pretrained into a checkpoint folder the app "
+            "lists. Reads safetensors, JSON and SentencePiece files only: nothing is downloaded or unpickled."
+        ),
+    )
+    parser.add_argument(
+        "src_dir", help="folder with config.json, model.safetensors, source.spm, target.spm and vocab.json"
+    )
+    parser.add_argument(
+        "out_dir", help="checkpoint folder to write (must not exist yet), e.g. checkpoints/opus-mt-en-de"
+    )
+    parser.add_argument("--fp16", action="store_true", help="store fp16 weights (half the size; loaded back as fp32)")
+    parser.add_argument("--name", default="", help="source model name for card.json (default: the folder's name)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        out = import_marian(args.src_dir, args.out_dir, fp16=args.fp16, name=args.name)
+    except CheckpointError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    config = json.loads((out / "config.json").read_text(encoding="utf-8"))
+    print(
+        f"wrote {out}: {config['n_encoder_layers']}+{config['n_decoder_layers']} layers, d_model {config['d_model']}, "
+        f"{config['n_heads']} heads, vocabulary {config['src_vocab_size']}"
+    )
+    return 0
