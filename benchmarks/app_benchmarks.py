@@ -323,6 +323,8 @@ def app_reruns(ctx: Context, which: tuple[str, ...]) -> list[Record]:
                 )
             )
         if "app_step_ms" in which:
+            app.segmented_control(key="view").set_value("steps")  # the step buttons live in the steps view
+            _run_app(app)
             clicks = {"n": 0}
 
             def step() -> None:  # Next, then Previous: one step each, and the step never runs off the end

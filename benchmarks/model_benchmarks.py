@@ -39,8 +39,10 @@ def tutorial_copy(model: Transformer):
 def random_ids(model: Transformer, batch: int, length: int, seed: int) -> torch.Tensor:
     """Token ids that are never special (no padding: every position is real)."""
     generator = torch.Generator().manual_seed(seed)
-    low = 1 + max(model.config.pad_id, model.config.unk_id, model.config.bos_id, model.config.eos_id)
-    return torch.randint(low, model.config.src_vocab_size, (batch, length), generator=generator)
+    config = model.config
+    special = {config.pad_id, config.unk_id, config.bos_id, config.eos_id, config.start_id}
+    ordinary = torch.tensor([i for i in range(config.src_vocab_size) if i not in special])  # MarianMT: pad is last
+    return ordinary[torch.randint(len(ordinary), (batch, length), generator=generator)]
 
 
 def timing_params(paired, unit_scale: float = 1000.0) -> dict:
@@ -133,7 +135,9 @@ class NeverEnds:
 
     def __init__(self, model: Transformer) -> None:
         self._model = model
-        self.config = SimpleNamespace(**{**model.config.to_dict(), "eos_id": -1})
+        config = model.config
+        derived = {"start_id": config.start_id, "never_generated": config.never_generated}  # properties, not fields
+        self.config = SimpleNamespace(**{**config.to_dict(), **derived, "eos_id": -1})
 
     def __getattr__(self, name: str):
         return getattr(self._model, name)
@@ -143,7 +147,7 @@ class NeverEnds:
 def greedy_recompute(model, src_ids: torch.Tensor, steps: int) -> list[list[int]]:
     """Greedy decoding without a cache: every step runs the decoder over the whole prefix again."""
     memory, src_allowed = model.encode(src_ids)
-    tokens = torch.full((src_ids.size(0), 1), model.config.bos_id, dtype=torch.long, device=src_ids.device)
+    tokens = torch.full((src_ids.size(0), 1), model.config.start_id, dtype=torch.long, device=src_ids.device)
     for _ in range(steps):
         logits = model.decode(tokens, memory, src_allowed)  # (B, T, V), the full prefix every time
         next_token = next_token_log_probs(model, logits[:, -1]).argmax(dim=-1)
@@ -193,7 +197,7 @@ def step_ms(ctx: Context) -> list[Record]:
     prefix_length = 15
     src = random_ids(model, 1, SOURCE_TOKENS, seed=6).to(device)
     prefix = random_ids(model, 1, prefix_length, seed=7).to(device)
-    prefix[0, 0] = model.config.bos_id
+    prefix[0, 0] = model.config.start_id
     with torch.inference_mode():
         memory, src_allowed = model.encode(src)
         filled = model.new_cache()

@@ -31,7 +31,7 @@ def render(ctx: PageContext) -> None:
         for token, piece, probability in zip(
             trace.topk_ids[step], trace.topk_pieces[step], trace.topk_probs[step], strict=True
         )
-        if int(token) not in (config.pad_id, config.bos_id)  # the decoder never writes these
+        if int(token) not in config.never_generated  # the decoder never writes these
     }
     written = trace.target_ids[step + 1]
     bind("fork_token", next((t for t in candidates if t != written), written), list(candidates))
