@@ -187,7 +187,7 @@ def test_head_statistics_of_the_sentence_as_heatmaps_and_a_table(new_app, origin
     app = new_app(experiment="stats", statistic="diagonality")
     assert_ok(app)
     table = trace_head_statistics(original)
-    figure = chart_titled(app, "Diagonality of every head – this sentence")  # one figure, a panel per kind
+    figure = chart_titled(app, "Diagonality – this sentence")  # one figure, a panel per kind
     for panel, kind in zip(figure["data"], ("encoder self", "decoder self", "cross"), strict=True):
         assert np.allclose(plotly_array(panel["z"]), statistic_grid(table, "diagonality", kind))
     frame = statistics_frame(app)
@@ -203,7 +203,7 @@ def test_head_statistics_over_an_uploaded_file(new_app, translator):
     app.file_uploader(key="stats_file").set_value(("sentences.txt", "\n".join(lines).encode(), "text/plain")).run()
     assert_ok(app)
     expected = batch_head_statistics(translator, lines, beam_size=1, max_len=MAX_LEN)
-    figure = chart_titled(app, "Entropy (bits) of every head – mean over 3 sentences")
+    figure = chart_titled(app, "Entropy (bits) – mean over 3 sentences")
     assert np.allclose(plotly_array(figure["data"][2]["z"]), statistic_grid(expected, "entropy", "cross"))
     assert set(statistics_frame(app)["sentences"]) == {3}
     cap = MAX_FILE_SENTENCES
@@ -211,7 +211,7 @@ def test_head_statistics_over_an_uploaded_file(new_app, translator):
     app.file_uploader(key="stats_file").set_value(("many.txt", "\n".join(many).encode(), "text/plain")).run()
     assert_ok(app)
     assert [warning.value for warning in app.warning] == [file_cap_notice(len(many), cap)]
-    assert chart_titled(app, f"Entropy (bits) of every head – mean over {cap} sentences")
+    assert chart_titled(app, f"Entropy (bits) – mean over {cap} sentences")
     app.file_uploader(key="stats_file").set_value(("blank.txt", b"\n \n", "text/plain")).run()
     assert_ok(app)
     assert [error.value for error in app.error] == [
@@ -235,7 +235,7 @@ def test_minimal_pair_shows_both_translations_and_the_difference(new_app, transl
         if spec["layout"]["title"]["text"] == "Encoder layer 1 – self-attention – head 3"
     )
     assert [plotly_array(data["z"]).shape for data in both["data"]] == [pair.first.shape, pair.second.shape]
-    difference = chart_titled(app, "Encoder layer 1 – self-attention – head 3: “")
+    difference = chart_titled(app, "Difference: first − second sentence")
     assert np.allclose(plotly_array(difference["data"][0]["z"]), pair.difference, atol=1e-6)
     assert len(pair.keys.pieces) < len(pair.second_key_pieces)  # the changed words are left out
 
@@ -249,9 +249,7 @@ def test_example_pair_fills_both_sentences(new_app):
     first, second = EXAMPLE_PAIRS["en"][0]
     assert (app.text_input(key="sentence").value, app.text_input(key="pair_sentence").value) == (first, second)
     assert app.selectbox(key="pair_example").value is None  # a menu: ready to pick again
-    assert app.query_params["pair_sentence"] == second and chart_titled(
-        app, "Decoder layer 0 – cross-attention – head 0: “"
-    )
+    assert app.query_params["pair_sentence"] == second and chart_titled(app, "Difference: first − second sentence")
 
 
 def test_switching_heads_off_shows_both_translations_and_the_importance_heatmap(new_app, translator, original):
@@ -269,8 +267,8 @@ def test_switching_heads_off_shows_both_translations_and_the_importance_heatmap(
     shown = translations_shown(app)
     assert shown["Original"] == as_shown(comparison.original.translation)
     assert shown["Heads switched off"] == as_shown(comparison.ablated.translation)
-    assert chart_titled(app, "Translation with cross L1 H2, encoder self L0 H1 removed (zero ablation)")
-    bars = chart_titled(app, "Probability of each original token")
+    assert chart_titled(app, "Translation without 2 heads (zero ablation)")
+    bars = chart_titled(app, "Token probabilities (log-probability drop ")
     assert plotly_array(bars["data"][1]["y"]) == pytest.approx(comparison.forced.step_probs, abs=1e-6)
     assert app.query_params["ablate"] == "cross.1.2,encoder.0.1"
     app.button(key="ablate_top").click().run()
@@ -286,7 +284,11 @@ def test_word_order_experiments_show_both_translations(new_app, translator):
     assert shown["Original"] == as_shown(without.original.translation)
     assert shown["Without positional encoding"] == as_shown(without.modified.translation)
     assert chart_titled(app, "Translation without positional encoding")
-    assert chart_titled(app, "Decoder layer 0 – cross-attention – head 0: original vs without positional encoding")
+    both = chart_titled(app, "Decoder layer 0 – cross-attention – head 0")
+    assert [annotation["text"] for annotation in both["layout"]["annotations"]] == [
+        "Original",
+        "Without positional encoding",
+    ]
     app.segmented_control(key="pe_experiment").set_value("shuffle").run()
     app.number_input(key="pe_seed").set_value(2).run()
     assert_ok(app)
@@ -294,7 +296,8 @@ def test_word_order_experiments_show_both_translations(new_app, translator):
     shown = translations_shown(app)
     assert shown["Shuffled sentence"] == escape_markdown(shuffle_source_words(SENTENCE, 2)) != escape_markdown(SENTENCE)
     assert shown["Source words shuffled"] == as_shown(shuffled.modified.translation)
-    both = chart_titled(app, "Decoder layer 0 – cross-attention – head 0: original vs source words shuffled")
+    both = chart_titled(app, "Decoder layer 0 – cross-attention – head 0")
+    assert [annotation["text"] for annotation in both["layout"]["annotations"]][1] == "Source words shuffled"
     module = "decoder.layers.0.cross_attn"
     for data, trace in zip(both["data"], (shuffled.original, shuffled.modified), strict=True):
         assert np.allclose(plotly_array(data["z"]), trace.attention[module][0], atol=1e-6)
@@ -310,7 +313,7 @@ def test_a_url_opens_each_experiment_in_its_state_and_bad_values_fall_back(new_a
     assert_ok(app)
     assert app.multiselect(key="ablate").value == ["cross.1.2", "decoder.0.3"]
     assert app.segmented_control(key="ablation_mode").value == "mean"
-    assert chart_titled(app, "Translation with cross L1 H2, decoder self L0 H3 removed (mean ablation)")
+    assert chart_titled(app, "Translation without 2 heads (mean ablation)")
     assert app.query_params == {"sentence": SENTENCE, "max_len": str(MAX_LEN), "view": "experiments", **query}
     app = new_app(experiment="word_order", pe_experiment="no-pe", pe_stacks="decoder")
     assert app.pills(key="pe_stacks").value == ["decoder"]
@@ -354,7 +357,7 @@ def test_lesson_export_holds_the_experiment_on_screen(new_app, lesson_files, tra
 def test_experiments_in_presenter_mode(new_app):
     app = new_app(presenter="true", experiment="stats")
     assert_ok(app)
-    assert chart_titles(app) == ["Entropy (bits) of every head – this sentence"]  # the view alone, no steps
+    assert chart_titles(app) == ["Entropy (bits) – this sentence"]  # the view alone, no steps
 
 
 # --- toy checkpoints: the card's examples and readable language names ---

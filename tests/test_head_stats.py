@@ -303,7 +303,7 @@ def test_heatmap_has_a_layers_by_heads_panel_per_kind_with_the_table_values(trac
             assert panel.coloraxis == "coloraxis"  # one colour scale for the three panels
         assert list(figure.layout.xaxis.ticktext) == [f"head {h}" for h in range(z.shape[1])]
         assert list(figure.layout.yaxis.ticktext) == [f"layer {layer}" for layer in range(z.shape[0])]
-        assert figure.layout.title.text.endswith("of every head – this sentence")
+        assert figure.layout.title.text == f"{STATISTIC_LABELS[statistic].capitalize()} – this sentence"
     entropy = head_stats_heatmap(table, "entropy").layout.coloraxis
     assert (entropy.cmin, entropy.cmax) == (0.0, max(row["entropy"] for row in table))  # the largest of any panel
     stacked = head_stats_heatmap(table, "entropy", stacked=True)  # presenter mode: one panel under another
@@ -325,7 +325,7 @@ def test_heatmap_labels_and_titles_are_escaped(traces):
     custom = head_stats_heatmap(table, "eos", ["cross"], title="<b>my file</b>")
     assert custom.layout.title.text == "&lt;b&gt;my file&lt;/b&gt;"
     batch = head_stats_heatmap(mean_head_statistics([table, table]), "entropy", ["cross"])
-    assert "mean over 2 sentences" in batch.layout.title.text
+    assert batch.layout.title.text == "Entropy (bits) – mean over 2 sentences"
 
 
 def test_bad_statistic_or_kind_is_refused(traces):

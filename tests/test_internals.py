@@ -135,9 +135,9 @@ def test_stage_figures_carry_the_stages_with_their_shapes(translator, trace):
     assert titles["scores"] == f"Q·Kᵀ (1 × {keys})"
     assert titles["q"] == f"Q: query (1 × {d_k})"
     assert titles["k"] == f"K: keys ({keys} × {d_k})" and titles["v"] == f"V: values ({keys} × {d_k})"
-    assert titles["scaled"] == f"scaled by 1/√d_k = 1/√{d_k} (1 × {keys})"
-    assert titles["mask"] == f"mask: padding and causal (1 × {keys})"
-    assert titles["output"] == f"output Σ_j p_j v_j (1 × {d_k})"
+    assert titles["scaled"] == f"scaled by 1/√{d_k} (1 × {keys})"
+    assert titles["mask"] == f"mask (1 × {keys})"
+    assert titles["output"] == f"output (1 × {d_k})" and titles["contributions"] == f"‖p_j v_j‖ (1 × {keys})"
     for name, array in (("scores", stages.scores), ("softmax", stages.probs), ("output", stages.output)):
         np.testing.assert_allclose(np.asarray(figures[name].data[0].z, dtype=float), array, rtol=1e-6)
     masked = np.asarray(figures["masked"].data[0].z, dtype=float)

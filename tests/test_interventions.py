@@ -452,8 +452,12 @@ def display_eos() -> str:
 
 def test_ablation_figures_show_the_comparison_with_escaped_labels(comparison):
     tokens = ablation_tokens_figure(comparison)
-    assert "cross L1 H0, cross L1 H1" in tokens.layout.title.text
+    assert (
+        len(comparison.heads) == 2
+        and tokens.layout.title.text == f"Translation without 2 heads ({comparison.mode} ablation)"
+    )
     bars = probability_change_figure(comparison)
+    assert bars.layout.title.text == f"Token probabilities (log-probability drop {comparison.log_prob_drop:.2f})"
     np.testing.assert_allclose(bars.data[0].y, comparison.original.step_probs)
     np.testing.assert_allclose(bars.data[1].y, comparison.forced.step_probs)
 
@@ -476,6 +480,13 @@ def test_importance_heatmap_and_ranking_table(translator):
         importance.drops[kind].tolist() for kind in ("encoder", "decoder", "cross")
     ]
     assert figure.layout.title.text == html.escape("<b>heads</b>")
+    assert [a.text for a in figure.layout.annotations] == [
+        "Encoder self-attention",
+        "Decoder self-attention",
+        "Cross-attention",
+    ]
+    assert importance_heatmap(importance).layout.title.text == "Head importance (zero ablation)"
+    assert figure.layout.coloraxis.colorbar.title.text == "log-probability drop"
     frame = importance_frame(importance)
     assert len(frame) == 24 and list(frame["rank"]) == list(range(1, 25))
     assert frame["drop"].is_monotonic_decreasing
@@ -490,4 +501,5 @@ def test_positional_figures(translator):
     figure = positional_attention_figure(experiment, "encoder.layers.1.self_attn", 2)
     np.testing.assert_allclose(figure.data[0].z, experiment.original.attention["encoder.layers.1.self_attn"][2])
     np.testing.assert_allclose(figure.data[1].z, experiment.modified.attention["encoder.layers.1.self_attn"][2])
-    assert "<" not in figure.layout.title.text.replace("&lt;", "")
+    assert figure.layout.title.text == "Encoder layer 1 – self-attention – head 2"
+    assert [a.text for a in figure.layout.annotations] == ["Original", "Source words shuffled"]

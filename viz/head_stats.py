@@ -70,7 +70,8 @@ def head_stats_heatmap(
     fonts leave a third of the page too narrow for a panel's title). Shares use the attention
     colour scale on [0, 1]; entropy and distance a linear scale from 0 to the largest value of any
     panel. Panels are titled with the kind in plain words; ``title`` is plain text (escaped here),
-    by default the statistic and how many sentences the values average.
+    by default the statistic and what its values average ("Entropy (bits) – this sentence", "… – mean
+    over 3 sentences"), short enough to stay clear of the chart's toolbar in presenter mode.
     """
     grids = [statistic_grid(table, statistic, kind) for kind in kinds]
     label = STATISTIC_LABELS[statistic]
@@ -111,7 +112,7 @@ def head_stats_heatmap(
     if not title:
         sentences = max(row["sentences"] for row in table if row["kind"] in kinds)
         over = "this sentence" if sentences == 1 else f"mean over {sentences} sentences"
-        title = f"{label[0].upper()}{label[1:]} of every head – {over}"
+        title = f"{label[0].upper()}{label[1:]} – {over}"
     panel_height = 40 + CELL_SIZE * max(grid.shape[0] for grid in grids)
     return base_layout(figure, html.escape(title), height=120 + panel_height * (panels if stacked else 1))
 

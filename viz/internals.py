@@ -99,6 +99,9 @@ def _mask_reasons(stages: AttentionStages) -> np.ndarray:
 def attention_stage_figures(stages: AttentionStages, *, annotate: bool = True) -> dict[str, go.Figure]:
     """One small figure per stage, in the order the head computes them, each titled with its shape.
 
+    Titles are short ("scaled by 1/√64 (1 × 12)", "output (1 × 64)"): three figures share a row of
+    the page, and presenter mode enlarges their fonts; formulas that do not fit go to the hover.
+
     Keys: "q", "k", "v" (the head's projections), "scores" (Q·Kᵀ), "scaled" (× 1/sqrt(d_k)),
     "mask" (padding, and causal for decoder self-attention: which keys each query may use),
     "masked" (hidden keys at -inf, drawn empty), "softmax" (the attention weights),
@@ -113,12 +116,11 @@ def attention_stage_figures(stages: AttentionStages, *, annotate: bool = True) -
     dimension = "<br>dimension %{customdata[1]}: %{customdata[2]}"
     projection = {"colorscale": DIVERGING, "zmid": 0.0}
     pairwise = {"annotate": annotate, "digits": 2}
-    mask_name = "padding and causal" if stages.causal_allowed is not None else "padding"
     mask = _figure(
         stages.allowed.astype(float),
         queries,
         keys,
-        f"mask: {mask_name} ({_shape(stages.allowed)})",
+        f"mask ({_shape(stages.allowed)})",  # each cell says why it is hidden (padding, future), the title need not
         cell + "%{customdata[2]}",
         colorscale=MASK_COLOURS,
         zmin=0.0,
@@ -160,7 +162,7 @@ def attention_stage_figures(stages: AttentionStages, *, annotate: bool = True) -
             stages.scaled,
             queries,
             keys,
-            f"scaled by 1/√d_k = 1/√{d_k} ({_shape(stages.scaled)})",
+            f"scaled by 1/√{d_k} ({_shape(stages.scaled)})",
             cell + "q·k / √d_k = %{customdata[2]}",
             **projection,
             **pairwise,
@@ -190,7 +192,7 @@ def attention_stage_figures(stages: AttentionStages, *, annotate: bool = True) -
             stages.contribution_norms,
             queries,
             keys,
-            f"‖p_j v_j‖ per key ({_shape(stages.contribution_norms)})",
+            f"‖p_j v_j‖ ({_shape(stages.contribution_norms)})",
             cell + "‖p_j v_j‖ = %{customdata[2]}",
             colorscale="Blues",
             zmin=0.0,
@@ -200,8 +202,8 @@ def attention_stage_figures(stages: AttentionStages, *, annotate: bool = True) -
             stages.output,
             queries,
             None,
-            f"output Σ_j p_j v_j ({_shape(stages.output)})",
-            "query %{customdata[0]}" + dimension,
+            f"output ({_shape(stages.output)})",
+            "output Σ_j p_j v_j of query %{customdata[0]}" + dimension,
             **projection,
         ),
     }

@@ -20,7 +20,7 @@ from model.analysis.ablation import AblationComparison
 from model.analysis.alignment import TokenDiff
 from model.analysis.importance import HeadImportance
 from model.analysis.positional import PositionalComparison
-from model.heads import KIND_LABELS, head_title, parse_module_name
+from model.heads import KIND_LABELS, KIND_TITLES, head_title, parse_module_name
 from viz.pairs import pair_heatmaps
 from viz.style import base_layout, head_colour, layer_head_axes, token_rows
 from viz.tokens import display_labels
@@ -84,14 +84,18 @@ def translation_diff_figure(
 
 
 def ablation_tokens_figure(comparison: AblationComparison, *, title: str = "") -> go.Figure:
-    """The original translation above the one made with the heads removed; changed tokens highlighted."""
-    removed = ", ".join(ref.label for ref in comparison.heads) or "no heads"
+    """The original translation above the one made with the heads removed; changed tokens highlighted.
+
+    The default title counts the heads ("Translation without 2 heads (zero ablation)"): the page's
+    picker lists them, and a list of heads would outgrow the chart.
+    """
+    count = len(comparison.heads)
     return translation_diff_figure(
         comparison.diff,
         comparison.original.step_probs,
         comparison.ablated.step_probs,
         labels=("original", "heads removed"),
-        title=title or f"Translation with {removed} removed ({comparison.mode} ablation)",
+        title=title or f"Translation without {count} head{'' if count == 1 else 's'} ({comparison.mode} ablation)",
     )
 
 
@@ -119,19 +123,24 @@ def probability_change_figure(comparison: AblationComparison, *, title: str = ""
     )
     figure.update_yaxes(range=[0, 1], title_text="probability")
     figure.update_layout(barmode="group", legend={"orientation": "h", "y": 1.02, "yanchor": "bottom"})
-    default = f"Probability of each original token (log-probability drop {comparison.log_prob_drop:.2f})"
+    # short: the x axis says whose tokens these are; the title keeps the number that sums them up
+    default = f"Token probabilities (log-probability drop {comparison.log_prob_drop:.2f})"
     return base_layout(figure, html.escape(title or default), height=340)
 
 
 def importance_heatmap(importance: HeadImportance, *, title: str = "") -> go.Figure:
     """Layers down, heads across, one panel per attention kind: the log-probability drop of the translation
-    when that head alone is removed, on one colour scale centred at 0."""
+    when that head alone is removed, on one colour scale centred at 0.
+
+    Panels are titled with the kind in plain words; the figure title names the ablation, the colour
+    bar (written along it) what is measured.
+    """
     kinds = list(importance.drops)
     largest = max(float(np.abs(grid).max()) for grid in importance.drops.values()) or 1.0
     figure = make_subplots(
         rows=1,
         cols=len(kinds),
-        subplot_titles=[f"{KIND_LABELS[kind]} attention" for kind in kinds],
+        subplot_titles=[KIND_TITLES[kind] for kind in kinds],
         horizontal_spacing=0.06,
     )
     for column, kind in enumerate(kinds, start=1):
@@ -159,11 +168,11 @@ def importance_heatmap(importance: HeadImportance, *, title: str = "") -> go.Fig
             "colorscale": IMPORTANCE_COLORSCALE,
             "cmin": -largest,
             "cmax": largest,
-            "colorbar": {"title": {"text": "drop"}},
+            "colorbar": {"title": {"text": "log-probability drop", "side": "right"}},
         }
     )
     layers = max(grid.shape[0] for grid in importance.drops.values())
-    default = f"Head importance ({importance.mode} ablation): log-probability drop of the translation"
+    default = f"Head importance ({importance.mode} ablation)"
     return base_layout(figure, html.escape(title or default), height=160 + CELL_SIZE * layers)
 
 
@@ -197,15 +206,14 @@ def positional_attention_figure(
     show_special: bool = True,
     title: str = "",
 ) -> go.Figure:
-    """The same head in the original (left) and in the experiment (right), one colour scale, panels titled with
-    the translations. For the aligned difference draw ``viz.pairs.pair_difference_heatmap(
-    comparison.attention_pair(module_name, head))``."""
-    default = (
-        f"{head_title(*parse_module_name(module_name), head)}: original vs {EXPERIMENT_LABELS[comparison.experiment]}"
-    )
+    """The same head in the original (left panel, "Original") and in the experiment (right, e.g. "Without
+    positional encoding"), one colour scale, titled with the head. For the aligned difference draw
+    ``viz.pairs.pair_difference_heatmap(comparison.attention_pair(module_name, head))``."""
+    label = EXPERIMENT_LABELS[comparison.experiment]
     return pair_heatmaps(
         comparison.attention_pair(module_name, head),
         merge_words=merge_words,
         show_special=show_special,
-        title=title or default,
+        panel_titles=("Original", label[0].upper() + label[1:]),
+        title=title or head_title(*parse_module_name(module_name), head),
     )

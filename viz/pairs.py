@@ -41,11 +41,19 @@ def _labelled_heatmap(
 
 
 def pair_heatmaps(
-    pair: AttentionPair, *, merge_words: bool = False, show_special: bool = True, title: str = ""
+    pair: AttentionPair,
+    *,
+    merge_words: bool = False,
+    show_special: bool = True,
+    panel_titles: tuple[str, str] = ("First sentence", "Second sentence"),
+    title: str = "",
 ) -> go.Figure:
-    """The head's attention on both sentences, side by side on one colour scale (0 to 1), titled with the translations.
+    """The head's attention on both sentences, side by side on one colour scale (0 to 1).
 
-    ``title`` is plain text (escaped here); by default it names the module and head.
+    ``panel_titles`` name the two panels and ``title`` the figure (by default the module and head),
+    plain text both (escaped here). Panels are named, not titled with their translations: a
+    translation is as long as the model makes it, a panel half the page; the page shows both
+    translations in full above the figure.
     """
     panels = [
         select_tokens(weights, queries, keys, merge_words=merge_words, show_special=show_special)
@@ -57,7 +65,7 @@ def pair_heatmaps(
     figure = make_subplots(
         rows=1,
         cols=2,
-        subplot_titles=[html.escape(pair.first_translation), html.escape(pair.second_translation)],
+        subplot_titles=[html.escape(name) for name in panel_titles],
         horizontal_spacing=0.12,
     )
     for column, attention in enumerate(panels, start=1):
@@ -78,7 +86,8 @@ def pair_difference_heatmap(
     """First minus second on the tokens both sentences share (aligned rows and columns), centred at 0.
 
     The colour scale is symmetric around 0 (white), up to the largest absolute difference.
-    ``title`` is plain text (escaped here); by default it names the module, head and both translations.
+    ``title`` is plain text (escaped here); by default "Difference: first − second sentence" (the
+    figure beside it, pair_heatmaps, names the head; the page shows both translations).
     """
     attention = select_tokens(
         pair.difference, pair.queries.pieces, pair.keys.pieces, merge_words=merge_words, show_special=show_special
@@ -98,6 +107,5 @@ def pair_difference_heatmap(
     token_axes(figure, attention)
     figure.update_xaxes(title_text="key (aligned)")
     figure.update_yaxes(title_text="query (aligned)")
-    if not title:
-        title = f"{_default_title(pair)}: “{pair.first_translation}” − “{pair.second_translation}”"
+    title = title or "Difference: first − second sentence"
     return base_layout(figure, html.escape(title), height=180 + ROW_HEIGHT * len(attention.query_labels))

@@ -10,7 +10,7 @@ import streamlit as st
 import viz
 from explorer.compute import ModelKey, TraceKey, compute_trace
 from explorer.context import PageContext
-from explorer.copy import escape_markdown, no_snapshots, stage_label
+from explorer.copy import STAGE_NAMES, escape_markdown, no_snapshots, stage_label
 from explorer.widgets import attention_kind_picker, how_to_read, layer_and_head_pickers, show_figure
 from model.checkpoint import CheckpointError, find_snapshots, read_card
 from model.heads import head_title
@@ -22,8 +22,9 @@ def training_stages(
     ctx: PageContext, snapshots: dict[str, Path]
 ) -> tuple[dict[str, Trace], list[tuple[str, str, str]]]:
     """Each training stage's trace (``snapshots``: find_snapshots of the page's checkpoint), teacher-forced with
-    this page's output tokens so that every stage reads the same tokens (keyed by the stage's label, oldest first),
-    and a table row of its own free translation."""
+    this page's output tokens so that every stage reads the same tokens (keyed by the stage's name, "early in
+    training", oldest first: the chart's panel titles), and a table row of its own free translation (labelled
+    with the update count as well, "early in training (update 1,000)")."""
     page_key = ctx.trace_key
     forced_ids = tuple(ctx.trace.target_ids[1:])  # BOS left out
     aligned, translations = {}, []
@@ -34,7 +35,9 @@ def training_stages(
             ModelKey.of(path, page_key.model.device), ctx.trace.source_text, page_key.beam_size, page_key.max_len
         )
         try:
-            aligned[label] = compute_trace(TraceKey(free.model, free.text, 1, None, target_ids=forced_ids))
+            aligned[STAGE_NAMES.get(stage, stage)] = compute_trace(
+                TraceKey(free.model, free.text, 1, None, target_ids=forced_ids)
+            )
             own = compute_trace(free)
         except (CheckpointError, ValueError) as error:
             st.warning(f"The {escape_markdown(stage)} stage cannot be used: {escape_markdown(str(error))}")
@@ -71,7 +74,9 @@ def render(ctx: PageContext) -> None:
         final_axes.query_pieces,
         final_axes.key_pieces,
         **ctx.display.options(),
-        title=f"{head_title(kind, layer, head)} – during training",
+        # the head alone: the panels ("untrained", "early in training", "finished model") say when, and a
+        # longer title reaches the chart's toolbar in presenter mode
+        title=head_title(kind, layer, head),
     )
     show_figure(figure, f"{ctx.file_stem}-{kind}-evolution-L{layer}H{head}", lesson, explanation)
     st.markdown("**The translation at each stage** (each stage translating on its own)")
