@@ -168,3 +168,11 @@ def test_card_split_records_scores_and_keeps_the_card(tiny_checkpoint, tmp_path)
     assert card["source_language"] == "en"  # the rest of the card survives
     assert card["scores"]["val"]["bleu"] == result["bleu"]
     assert card["scores"]["val"]["bleu_lowercase"] == result["bleu_lowercase"]
+    assert "history" not in card  # a card without a training history does not get one from scores alone
+
+    card["history"] = [{"command": "first run"}, {"command": "continued run"}]
+    (folder / "card.json").write_text(json.dumps(card))
+    main(["--checkpoint", str(folder), "--src", str(src), "--ref", str(ref), "--beam", "1", "--device", "cpu"]
+         + ["--max-len", "6", "--quiet", "--card-split", "test"])  # fmt: skip
+    history = json.loads((folder / "card.json").read_text())["history"]
+    assert "scores" not in history[0] and history[1]["scores"]["test"]["beam_size"] == 1  # the run that made them

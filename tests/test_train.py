@@ -196,6 +196,42 @@ def test_resume_can_change_the_batch_size_and_keeps_it(corpus, tmp_path):
     assert metrics[1]["step"] - steps_epoch_1 > steps_epoch_1  # smaller batches: more steps in epoch 2
 
 
+def test_init_from_continues_from_a_saved_checkpoint_and_keeps_its_history(corpus, tmp_path, capsys):
+    """A new run started from a checkpoint's weights alone (fresh optimiser, short warm-up) starts at the
+    checkpoint's loss, not an untrained one, and keeps improving; its card lists both runs."""
+    torch.set_num_threads(1)
+    first, second = tmp_path / "first", tmp_path / "continued"
+    train_module.main(["--data", str(corpus), "--out", str(first), "--epochs", "3", *TRAIN_OPTIONS])
+    before = read_metrics(first)
+    start_card = json.loads((first / "final" / "card.json").read_text())
+
+    # the model options in TRAIN_OPTIONS are not used (the checkpoint's are); the later --lr and --warmup win
+    continue_options = ["--data", str(corpus), "--out", str(second), "--init-from", str(first / "final")]
+    continue_options += [*TRAIN_OPTIONS, "--epochs", "3", "--lr", "1e-3", "--warmup", "20"]
+    train_module.main(continue_options)
+    after = read_metrics(second)
+    untrained_loss = before[0]["train_loss"]  # epoch 1 of the first run: what a model starting cold reaches
+    assert after[0]["train_loss"] < 0.8 * untrained_loss
+    assert after[0]["train_loss"] < 1.1 * before[-1]["train_loss"]  # where the checkpoint left off (fp16 weights)
+    assert after[-1]["valid_loss"] < start_card["valid_loss"]  # and better than it
+    assert [m["train_loss"] for m in after] == sorted((m["train_loss"] for m in after), reverse=True)
+    assert (second / "tokenizer.model").read_bytes() == (first / "final" / "tokenizer.model").read_bytes()
+    assert not (second / "snapshots" / "untrained").exists()  # a continued model is not untrained at its step 0
+
+    card = json.loads((second / "final" / "card.json").read_text())
+    assert card["config"] == start_card["config"]  # the checkpoint's architecture, not the option defaults
+    history = card["history"]
+    assert [run["command"] for run in history] == [start_card["train_command"], card["train_command"]]
+    assert history[0]["valid_bleu_greedy"] == start_card["valid_bleu_greedy"]
+    assert history[1]["init_from"] == str(first / "final") and history[1]["epochs"] == 3
+    assert history[1]["steps"] == after[-1]["step"] and history[1]["valid_bleu_greedy"] == card["valid_bleu_greedy"]
+
+    with pytest.raises(SystemExit, match="--init-from starts a new run"):
+        train_module.main(["--out", str(second), "--resume", "--init-from", str(first / "final")])
+    with pytest.raises(SystemExit, match="--init-from: .*config.json: file is missing"):
+        train_module.main(["--data", str(corpus), "--out", str(tmp_path / "third"), "--init-from", str(tmp_path)])
+
+
 def test_train_step_returns_the_summed_loss_and_a_zero_weight_step_changes_nothing():
     from model.transformer import Transformer
     from tests.model_utils import small_config

@@ -114,12 +114,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def record_on_card(checkpoint: str | Path, split: str, result: dict[str, Any]) -> None:
-    """Write one split's scores into card.json, keeping everything else on the card."""
+    """Write one split's scores into card.json, keeping everything else on the card; the scores also go to
+    the card's last training run in ``history`` (the run that made these weights), when it has one."""
     from model.checkpoint import read_card, write_card  # loading model.checkpoint is slow; only --card-split needs it
 
     card = read_card(Path(checkpoint))
     keep = ("bleu", "bleu_lowercase", "chrf", "beam_size", "sentences", "signatures", "src", "ref", "device")
-    card.setdefault("scores", {})[split] = {key: result[key] for key in keep if key in result}
+    scores = {key: result[key] for key in keep if key in result}
+    card.setdefault("scores", {})[split] = scores
+    if isinstance(card.get("history"), list) and card["history"]:
+        card["history"][-1].setdefault("scores", {})[split] = scores
     write_card(checkpoint, card)
 
 

@@ -2,7 +2,12 @@
 
 A run's arguments are saved when it starts; ``--resume`` continues with the saved ones, and
 only the run-control options given again (epochs, time limit, device, threads, patience,
-progress bar, and --max-tokens for the batches still to come) replace them.
+progress bar, and --max-tokens for the batches still to come) replace them. Every resume's
+command is added to the saved ``resumed_with`` list, so the final card can say how the run went.
+
+``--init-from CHECKPOINT_DIR`` starts a new run from a checkpoint's weights, tokenizer and
+architecture with a fresh optimiser (warmed up over --warmup steps): quality can grow across
+sessions from the shipped weights alone, without committing optimiser state.
 """
 
 from __future__ import annotations
@@ -57,7 +62,11 @@ def build_parser() -> argparse.ArgumentParser:
     arch.add_argument("--d-model", type=int, default=128, help="model width")
     arch.add_argument("--heads", type=int, default=4, help="attention heads per layer")
     arch.add_argument("--d-ff", type=int, default=256, help="feed-forward inner width")
-    arch.add_argument("--dropout", type=float, default=0.3, help="dropout on sublayers, embeddings and attention")
+    arch.add_argument(
+        "--dropout",
+        type=float,
+        help="dropout on sublayers, embeddings and attention (default 0.3; with --init-from the checkpoint's)",
+    )
     arch.add_argument("--activation", default="relu", choices=["relu", "gelu"], help="feed-forward activation")
     arch.add_argument("--norm-first", action="store_true", help="pre-norm instead of the paper's post-norm")
     arch.add_argument("--final-norm", action="store_true", help="LayerNorm after each stack (as torch.nn.Transformer)")
@@ -93,6 +102,13 @@ def build_parser() -> argparse.ArgumentParser:
     run = parser.add_argument_group("run")
     run.add_argument("--out", required=True, help="run folder: state, metrics.jsonl, epochs/, snapshots/, final/")
     run.add_argument("--resume", action="store_true", help="continue the run in --out from its last saved state")
+    run.add_argument(
+        "--init-from",
+        metavar="CHECKPOINT_DIR",
+        help="start a new run from this checkpoint's weights, tokenizer and architecture (the model options and "
+        "--vocab-size are not used) with a fresh optimiser: e.g. continue a shipped model with a lower --lr and a "
+        "short --warmup",
+    )
     run.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
     run.add_argument("--threads", type=int, help="CPU threads for PyTorch (default: PyTorch's choice)")
     run.add_argument("--no-amp", action="store_true", help="disable bf16 mixed precision on CUDA")
@@ -110,6 +126,10 @@ def run_arguments(args: argparse.Namespace, out: Path, write: bool) -> argparse.
     saves the arguments in force to args.json, so later resumes continue with them.
     """
     state_path = out / STATE_FILE
+    if args.resume and args.init_from:
+        raise SystemExit(
+            "--resume continues the run in --out with its own weights and optimiser; --init-from starts a new run"
+        )
     if args.resume and not state_path.exists():
         raise SystemExit(f"--resume: {state_path} does not exist")
     if not args.resume and state_path.exists():
@@ -120,11 +140,13 @@ def run_arguments(args: argparse.Namespace, out: Path, write: bool) -> argparse.
         return args
     saved = json.loads((out / "args.json").read_text())
     saved.setdefault("command", args.command)
+    saved.setdefault("init_from", None)  # runs saved before --init-from existed
     for key in RUN_CONTROL:
         saved[key] = getattr(args, key)
     if getattr(args, "max_tokens_given", False):  # a new batch size takes effect from the next epoch's batches
         saved["max_tokens"] = args.max_tokens
     saved["resume"] = True
+    saved["resumed_with"] = [*saved.get("resumed_with", []), args.command]
     if write:  # later resumes continue with the settings in force now
         (out / "args.json").write_text(json.dumps(saved, indent=2))
     return argparse.Namespace(**saved)

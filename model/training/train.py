@@ -20,7 +20,7 @@ import random
 import shlex
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +29,7 @@ import torch.distributed as dist
 from safetensors.torch import save_file
 from tqdm import tqdm
 
-from model.checkpoint import save_checkpoint
+from model.checkpoint import CheckpointError, build_model, read_card, save_checkpoint
 from model.config import TransformerConfig
 from model.tokenizer import Tokenizer, train_sentencepiece
 from model.training.data import Example, collate, encode_examples, read_parallel, split_file, token_batches
@@ -82,8 +82,15 @@ def get_tokenizer(args: argparse.Namespace, out: Path, train: list[tuple[str, st
     return Tokenizer.load(out)
 
 
+DEFAULT_DROPOUT = 0.3
+
+
 def make_config(args: argparse.Namespace, tokenizer: Tokenizer) -> TransformerConfig:
-    """The model's hyper-parameters from the model options, with the tokenizer's vocabulary sizes and ids."""
+    """The model's hyper-parameters: the model options with the tokenizer's vocabulary sizes and ids, or
+    the --init-from checkpoint's own (saved with the run's arguments), with --dropout when it is given."""
+    if getattr(args, "init_config", None):
+        config = TransformerConfig.from_dict(args.init_config)
+        return replace(config, dropout=config.dropout if args.dropout is None else args.dropout)
     tie = not args.no_tie
     return TransformerConfig(
         src_vocab_size=tokenizer.vocab_size("source"),
@@ -93,7 +100,7 @@ def make_config(args: argparse.Namespace, tokenizer: Tokenizer) -> TransformerCo
         n_encoder_layers=args.layers,
         n_decoder_layers=args.decoder_layers or args.layers,
         d_ff=args.d_ff,
-        dropout=args.dropout,
+        dropout=DEFAULT_DROPOUT if args.dropout is None else args.dropout,
         activation=args.activation,
         norm_first=args.norm_first,
         final_norm=args.final_norm,
@@ -103,6 +110,36 @@ def make_config(args: argparse.Namespace, tokenizer: Tokenizer) -> TransformerCo
         output_bias=not tie,
         **tokenizer.special_ids(),
     )
+
+
+def earlier_history(card: dict[str, Any]) -> list[dict[str, Any]]:
+    """The training history of a checkpoint's card: its ``history`` list, or one record made from the
+    fields cards had before there was a history (command, resumes, time, hardware, scores)."""
+    if isinstance(card.get("history"), list):
+        return card["history"]
+    fields = {
+        "command": card.get("train_command"),
+        "resumed_with": card.get("resumed_with"),
+        "averaged_epochs": card.get("averaged_epochs"),
+        "stopped": card.get("stopped"),
+        "wall_time_s": card.get("wall_time_s"),
+        "hardware": card.get("hardware"),
+        "valid_bleu_greedy": card.get("valid_bleu_greedy"),
+        "scores": card.get("scores"),
+    }
+    return [{key: value for key, value in fields.items() if value is not None}]
+
+
+def read_start_checkpoint(args: argparse.Namespace) -> tuple[dict[str, torch.Tensor], Tokenizer]:
+    """For --init-from: the checkpoint's weights (fp32) and tokenizer. Its architecture and training history
+    go into the run's arguments (args.json), where a --resume of the new run finds them."""
+    try:
+        model, tokenizer = build_model(Path(args.init_from))
+    except CheckpointError as error:
+        raise SystemExit(f"--init-from: {error}") from error
+    args.init_config = model.config.to_dict()
+    args.init_history = earlier_history(read_card(Path(args.init_from)))
+    return model.state_dict(), tokenizer
 
 
 def log_metrics(path: Path, record: dict[str, Any]) -> None:
@@ -174,7 +211,10 @@ def set_up(args: argparse.Namespace, run: Run) -> Training:
     run.barrier()
     if args.threads:
         torch.set_num_threads(args.threads)
+    start = read_start_checkpoint(args) if args.init_from and not args.resume else None
     args = run_arguments(args, out, write=run.main)
+    if start is not None and run.main:  # the run folder's tokenizer is the checkpoint's: get_tokenizer loads it
+        start[1].save(out)
 
     random.seed(args.seed)
     torch.manual_seed(args.seed)
@@ -185,7 +225,10 @@ def set_up(args: argparse.Namespace, run: Run) -> Training:
     valid_examples = encode_examples(valid_pairs, tokenizer, config)
     bleu_pairs = valid_pairs[: args.valid_bleu_limit] if args.valid_bleu_limit else valid_pairs
 
-    model = Transformer(config).to(run.device)
+    model = Transformer(config)
+    if start is not None:
+        model.load_state_dict(start[0])
+    model = model.to(run.device)
     optimizer = torch.optim.AdamW(
         model.parameters(), lr=args.lr, betas=(0.9, 0.98), eps=1e-9, weight_decay=args.weight_decay
     )
@@ -215,7 +258,8 @@ def set_up(args: argparse.Namespace, run: Run) -> Training:
         translator=Translator(model, tokenizer, run.device),
         card_base={"source_language": args.src_lang, "target_language": args.tgt_lang, "data": paths},
         use_amp=run.device.type == "cuda" and not args.no_amp,
-        snapshot_steps=sorted({int(s) for s in args.snapshot_steps.split(",") if s.strip()}),
+        # a continued model is not "untrained" at step 0 nor "early" at step 200: its snapshots are its first run's
+        snapshot_steps=[] if args.init_from else sorted({int(s) for s in args.snapshot_steps.split(",") if s.strip()}),
         **restored,
     )
     training.session_start = time.time() - training.extra["elapsed"]
@@ -324,6 +368,7 @@ def end_epoch(training: Training, epoch: int, totals: EpochTotals) -> bool:
         save_file(weights_of(model), str(epochs / f"epoch_{epoch:03d}.safetensors"))
         for old in sorted(epochs.glob("epoch_*.safetensors"))[: -args.keep_last]:
             old.unlink()
+        extra["epochs_done"] = epoch
         if record["valid_bleu_greedy"] > extra["best_bleu"]:
             extra["best_bleu"], extra["best_epoch"] = record["valid_bleu_greedy"], epoch
         training.save(epoch + 1, 0)
@@ -347,18 +392,33 @@ def write_final(training: Training, elapsed: float) -> None:
         if greedy_bleu(translator, bleu_pairs) < last_bleu:
             model.load_state_dict(last_weights, strict=False)
             epochs = epochs[-1:]
-    card = {
-        **training.card_base,
+    args, extra = training.args, training.extra
+    this_run = {
+        "command": args.command,
+        "resumed_with": getattr(args, "resumed_with", []),
+        "init_from": args.init_from,
+        "epochs": extra.get("epochs_done", 0),
+        "steps": training.step,
         "averaged_epochs": [p.stem for p in epochs],
-        "valid_loss": validation_loss(model, training.valid_examples, training.config, device),
-        "valid_bleu_greedy": greedy_bleu(translator, bleu_pairs),
-        "best_single_epoch": {"epoch": training.extra["best_epoch"], "valid_bleu_greedy": training.extra["best_bleu"]},
-        "stopped": training.extra.get("stopped", ""),
-        "train_command": training.args.command,
+        "stopped": extra.get("stopped", ""),
+        "wall_time_s": round(elapsed, 1),
         "hardware": f"{platform.processor() or platform.machine()}, {torch.get_num_threads()} threads"
         + (f", {torch.cuda.get_device_name(device)}" if device.type == "cuda" else ""),
-        "wall_time_s": round(elapsed, 1),
+        "valid_bleu_greedy": greedy_bleu(translator, bleu_pairs),
+    }
+    card = {
+        **training.card_base,
+        "averaged_epochs": this_run["averaged_epochs"],
+        "valid_loss": validation_loss(model, training.valid_examples, training.config, device),
+        "valid_bleu_greedy": this_run["valid_bleu_greedy"],
+        "best_single_epoch": {"epoch": extra["best_epoch"], "valid_bleu_greedy": extra["best_bleu"]},
+        "stopped": this_run["stopped"],
+        "train_command": args.command,
+        "hardware": this_run["hardware"],
+        "wall_time_s": this_run["wall_time_s"],
         "config": asdict(training.config),
+        # every run that made these weights, oldest first; model.evaluate --card-split adds scores to the last
+        "history": [*getattr(args, "init_history", []), {k: v for k, v in this_run.items() if v is not None}],
     }
     save_checkpoint(out / "final", model, training.tokenizer, card, half=True)
     snapshot_dir = out / "snapshots" / "final"
@@ -378,7 +438,7 @@ def finish(training: Training) -> None:
 def train(args: argparse.Namespace) -> Path:
     """Run or resume the training run in ``args.out``; returns its final checkpoint folder."""
     training = set_up(args, Run(args.device))
-    if training.step == 0:
+    if training.step == 0 and not training.args.init_from:
         training.snapshot("untrained")
     for epoch in range(training.start_epoch, training.args.epochs + 1):
         totals = train_epoch(training, epoch)
