@@ -46,7 +46,8 @@ LANGUAGE_NAMES = {
 # Minimal pairs to start the pair view from: two sentences that differ in one detail.
 EXAMPLE_PAIRS: dict[str, list[tuple[str, str]]] = {
     "en": [
-        ("The dog bites the man.", "The man bites the dog."),
+        # in-domain words the model translates right, and German marks the swap: "die Katze" / "den Hund"
+        ("The dog is chasing the cat.", "The cat is chasing the dog."),
         ("A man is riding a bike.", "A woman is riding a bike."),
         ("The boy throws the ball to his father.", "The girl throws the ball to her father."),
         ("Two dogs are playing in the snow.", "Two dogs are playing in the water."),
@@ -342,11 +343,11 @@ EXPLANATIONS: dict[str, str] = {
         "(one sentence per line), each statistic is the mean over every query row of every sentence."
     ),
     "pairs": (
-        '**Minimal pairs.** Two sentences that differ in one detail ("The dog bites the man." / "The '
-        'man bites the dog."): both translations, the same head on each (one colour scale), and their '
-        "difference, first − second (blue: the first sentence attends more; red: less; white: the "
+        '**Minimal pairs.** Two sentences that differ in one detail ("The dog is chasing the cat." / '
+        '"The cat is chasing the dog."): both translations, the same head on each (one colour scale), and '
+        "their difference, first − second (blue: the first sentence attends more; red: less; white: the "
         "same), on the tokens both share in the same order. Tokens that are not shared in order — here "
-        "*dog* and *man*, which swapped places — are left out of the difference."
+        "*dog* and *cat*, which swapped places — are left out of the difference."
     ),
     "ablation": (
         "**Switching heads off.** A removed head's output is replaced by zeros (or, with *mean*, by "

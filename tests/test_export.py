@@ -11,6 +11,7 @@ import html
 import re
 import tempfile
 from pathlib import Path
+from xml.etree import ElementTree
 
 import pytest
 
@@ -95,6 +96,7 @@ return Array.from(document.querySelectorAll('.js-plotly-plot')).map(gd => ({
     title: (gd.layout && gd.layout.title && gd.layout.title.text) || '',
     marks: gd.querySelectorAll('.overplot .point, .overplot .js-line, .overplot .hm image').length,
     drawn: gd.querySelectorAll('.main-svg').length > 0 && !!gd._fullLayout,
+    svg_button: gd.querySelectorAll('.modebar-btn[data-title^="Download plot as an SVG"]').length,
 }));
 """
 
@@ -102,7 +104,8 @@ return Array.from(document.querySelectorAll('.js-plotly-plot')).map(gd => ({
 def open_offline(document: str, folder: Path) -> list[dict]:
     """Open the lesson as a local file in Chromium; once every chart is drawn, its charts (titles, marks drawn).
 
-    Fails when a chart is not drawn, something outside the file was requested, or the console logged an error.
+    Fails when a chart is not drawn or lacks its SVG button, the first chart's SVG button does not download
+    an SVG drawing, something outside the file was requested, or the console logged an error.
     """
     from browser_utils import chromium
     from selenium.webdriver.support.ui import WebDriverWait
@@ -113,11 +116,22 @@ def open_offline(document: str, folder: Path) -> list[dict]:
     with chromium(Path(tempfile.mkdtemp(prefix="chromium-profile-"))) as driver:
         driver.get(path.as_uri())
         WebDriverWait(driver, WAIT_S, poll_frequency=0.5).until(
-            lambda d: [chart["drawn"] for chart in d.execute_script(READ_CHARTS)] == [True] * n_charts,
-            "the charts were never drawn",
+            lambda d: (
+                [(chart["drawn"], chart["svg_button"]) for chart in d.execute_script(READ_CHARTS)]
+                == [(True, 1)] * n_charts
+            ),
+            "the charts, each with one SVG button in its toolbar, were never drawn",
         )
         charts = driver.execute_script(READ_CHARTS)
         assert all(chart["marks"] > 0 for chart in charts), charts  # bars, lines or heatmap images
+        downloads = folder / "downloads"
+        driver.execute_cdp_cmd("Browser.setDownloadBehavior", {"behavior": "allow", "downloadPath": str(downloads)})
+        driver.execute_script("document.querySelector('.modebar-btn[data-title^=\"Download plot as an SVG\"]').click()")
+        saved = downloads / "lesson-chart.svg"
+        WebDriverWait(driver, WAIT_S, poll_frequency=0.5).until(
+            lambda d: saved.exists() and saved.stat().st_size > 0, "the chart's SVG never arrived"
+        )
+        assert ElementTree.parse(saved).getroot().tag == "{http://www.w3.org/2000/svg}svg"
         resources = driver.execute_script("return performance.getEntriesByType('resource').map(e => e.name)")
         assert [name for name in resources if not name.startswith(("file:", "data:", "blob:"))] == []
         assert [entry for entry in driver.get_log("browser") if entry["level"] == "SEVERE"] == []

@@ -9,6 +9,7 @@ italics, code, paragraphs). Print it from the browser: each section stays on one
 from __future__ import annotations
 
 import html
+import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -35,6 +36,19 @@ code { background: #f3f3f3; padding: 0 0.2em; }
 }
 """
 PLOTLY_CONFIG = {"displaylogo": False, "responsive": True}
+# plotly's camera button writes one format (PNG), and a config in JSON cannot carry the JavaScript of a
+# second button; so once plotly has drawn a chart, it is drawn again with an SVG button added (plotly's
+# public Plotly.react and Plotly.downloadImage). The app's charts get theirs from
+# explorer/components/svg_download.js.
+SVG_BUTTON_SCRIPT = (
+    "var chart = document.getElementById('{plot_id}');\n"
+    "Plotly.react(chart, chart.data, chart.layout, Object.assign("
+    + json.dumps(PLOTLY_CONFIG)
+    + ", {modeBarButtonsToAdd: [{\n"
+    "  name: 'Download plot as an SVG (vector, for slides)', icon: Plotly.Icons.camera,\n"
+    "  click: function (gd) { Plotly.downloadImage(gd, {format: 'svg', filename: 'lesson-chart'}); }\n"
+    "}]}));"
+)
 
 
 @dataclass(frozen=True)
@@ -63,8 +77,11 @@ def markdown_html(text: str) -> str:
 
 
 def figure_html(figure: go.Figure) -> str:
-    """One chart as a div and the script that draws it, relying on plotly.js already on the page."""
-    return pio.to_html(figure, full_html=False, include_plotlyjs=False, config=PLOTLY_CONFIG)
+    """One chart as a div and the script that draws it (with its SVG button), relying on plotly.js already
+    on the page."""
+    return pio.to_html(
+        figure, full_html=False, include_plotlyjs=False, config=PLOTLY_CONFIG, post_script=SVG_BUTTON_SCRIPT
+    )
 
 
 def lesson_html(

@@ -1,7 +1,7 @@
 """Minimal pairs: one head's attention on two sentences, and its difference where their tokens align.
 
-For "the dog bites the man" / "the man bites the dog" the pieces that the two sentences
-share in order (the, bites, the, </s>) align; "dog" and "man" swap places and do not. The
+For "the dog is chasing the cat" / "the cat is chasing the dog" the pieces that the two
+sentences share in order (the, is, chasing, the, </s>) align; "dog" and "cat" swap places and do not. The
 difference is taken only between aligned query rows and aligned key columns, so every cell
 compares the same query token attending to the same key token in both sentences.
 """
