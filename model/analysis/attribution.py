@@ -6,14 +6,22 @@ a trace, a row over the source pieces (with ALTI+, and over the decoder's input 
 rows together sum to 1; otherwise the source row does), computed from the trace's own tokens
 read by the model teacher-forced, on the shared model without changing it:
 
-- ``"attention"``, the baseline: the last decoder layer's cross-attention, mean over heads.
+- ``"attention"``, the baseline: the last decoder layer's cross-attention, mean over heads. For
+  comparison ``layers["rollout"]`` composes it with attention rollout through the encoder (Abnar &
+  Zuidema 2020, "Quantifying Attention Flow in Transformers", ACL): each encoder layer's mean-head
+  self-attention A becomes A' = 0.5 A + 0.5 I (the residual), rows renormalised, and the layers are
+  multiplied, R_enc = A'_last ... A'_0 (``layers["encoder_rollout"]``); the rollout row of output step
+  i is the baseline row times R_enc: the encoder states it reads traced back to the source pieces
+  they were mixed from. Each row sums to 1. Attention weights alone cannot split an output token
+  between the source and the decoder's own prefix, so this rollout stays on the source side (ALTI+
+  makes that split).
 - ``"value_norm"`` (Kobayashi et al. 2020, "Attention is Not Only a Weight: Analyzing
   Transformers with Vector Norms", EMNLP): the last decoder layer's cross-attention weighted by
   what each source piece sends. With f_h(x_j) = (x_j W_V^h + b_V^h) W_O^h, head h's value vector
   of source piece j pushed through its slice of the output projection, output step i gets
   ||sum_h alpha_ij^h f_h(x_j)|| from piece j (the output projection's bias is the same for
   every j and left out, as in the paper), each row divided by its sum. ``layers`` keeps the
-  per-head norms ||alpha_ij^h f_h(x_j)|| and the layer's unnormalised row.
+  per-head norms ||alpha_ij^h f_h(x_j)|| and the unnormalised rows of every decoder layer.
 
 - ``"grad_attention"`` (Chefer, Gur & Wolf 2021, "Generic Attention-model Explainability for
   Interpreting Bi-Modal and Encoder-Decoder Transformers", ICCV): relevancy propagated through
@@ -29,12 +37,18 @@ read by the model teacher-forced, on the shared model without changing it:
 - ``"alti_plus"`` (Ferrando, Gállego, Alastruey, Escolano & Costa-jussà 2022, "Towards Opening the
   Black Box of Neural Machine Translation: Source and Target Contributions in the Transformer",
   EMNLP; ALTI: Ferrando, Gállego & Costa-jussà 2022): each attention block's output y_i is split
-  exactly into one term per input position, T_ij = Σ_h α_ij^h f_h(x_j), the residual term x_i of
-  position i itself, and the biases; in a post-norm block the layer norm is applied to each term
-  linearly, with the standard deviation of the whole sum (γ ⊙ (T − mean T) / σ; with β the terms
-  add up to the block's output, and ``layers["reconstruction_error"]`` records how exactly for
-  every block). Term j contributes c_ij = max(0, ||y_i||₁ − ||y_i − T_ij||₁) (the biases contribute
-  nothing; y_i includes them, as in the reference code), each row divided by its sum. The
+  exactly into one term per input position, T_ij = Σ_h α_ij^h f_h(x_j), the residual x_i, and the
+  biases. As in the authors' reference code (mt-upc/transformer-contributions-nmt,
+  ``wrappers/transformer_wrapper.py``, ``out_qv_pre_ln``), in self-attention the residual joins the
+  position's own term (T_ii + x_i is one contributor: both are position i's), while in cross-attention
+  the residual comes from the decoder side and is a contributor of its own beside the source pieces.
+  In a post-norm block the layer norm is applied to each term linearly, with the standard deviation
+  of the whole sum (γ ⊙ (T − mean T) / σ, exactly the layer norm's σ; the reference code's
+  Bessel-corrected torch.std makes its terms √((d−1)/d) of these); with β the terms add up to the block's
+  output, and ``layers["reconstruction_error"]`` records how exactly for every block. Contributor j
+  gets c_ij = max(0, ||y_i||₁ − ||y_i − T_ij||₁) (the biases contribute nothing; y_i includes them,
+  as in the reference code), each row divided by its sum (a row with nothing close to y_i, which
+  the reference code divides 0/0, keeps position i to itself). The
   contributions are rolled out through the layers: encoder self-attention mixes source positions
   (R^ss), decoder self-attention target positions (R^tt, R^ts), and each cross-attention block keeps
   its residual's share of the target side and adds the encoder output's shares, each a mixture of
@@ -47,10 +61,12 @@ read by the model teacher-forced, on the shared model without changing it:
 
 from __future__ import annotations
 
+import io
 import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -64,6 +80,9 @@ from model.transformer import Transformer
 
 ATTRIBUTION_METHODS = ("attention", "value_norm", "grad_attention", "alti_plus")
 NORMALISING_EPSILON = 1e-9  # the rowsum floor in R̄ (see grad_attention)
+ROLLOUT_RESIDUAL = 0.5  # Abnar & Zuidema's weight of the identity in each rolled-out layer
+NPZ_PREFIX = "attribution/"  # attributions_npz: the attributions' arrays, beside the trace's
+NPZ_META = "attribution_meta"
 
 
 @dataclass
@@ -111,11 +130,49 @@ def attributions_json(trace: Trace, attributions: Sequence[Attribution]) -> str:
     )
 
 
+def attributions_npz(trace: Trace, attributions: Sequence[Attribution]) -> bytes:
+    """The trace and its attributions as one NPZ file: the trace's arrays and "meta" as Trace.to_npz_bytes writes
+    them (Trace.from_npz reads the file as it is); each attribution's arrays under "attribution/<method>/source",
+    ".../target" and ".../layers/<name>", and what else it holds as JSON under "attribution_meta" (read back with
+    attributions_from_npz)."""
+    with np.load(io.BytesIO(trace.to_npz_bytes()), allow_pickle=False) as saved:
+        arrays = {name: saved[name] for name in saved.files}
+    meta = {}
+    for found in attributions:
+        prefix = f"{NPZ_PREFIX}{found.method}/"
+        arrays[prefix + "source"] = found.source
+        if found.target is not None:
+            arrays[prefix + "target"] = found.target
+        arrays.update({f"{prefix}layers/{name}": value for name, value in found.layers.items()})
+        meta[found.method] = {"params": found.params, "target": found.target is not None, "layers": list(found.layers)}
+    arrays[NPZ_META] = np.array(json.dumps(meta, ensure_ascii=False))
+    buffer = io.BytesIO()
+    np.savez_compressed(buffer, **arrays)
+    return buffer.getvalue()
+
+
+def attributions_from_npz(source: bytes | str | Path) -> dict[str, Attribution]:
+    """The attributions attributions_npz saved, by method (the trace beside them: Trace.from_npz on the same file)."""
+    file = io.BytesIO(source) if isinstance(source, bytes) else source
+    with np.load(file, allow_pickle=False) as saved:
+        meta = json.loads(str(saved[NPZ_META]))
+        found = {}
+        for method, entry in meta.items():
+            prefix = f"{NPZ_PREFIX}{method}/"
+            found[method] = Attribution(
+                method,
+                saved[prefix + "source"],
+                saved[prefix + "target"] if entry["target"] else None,
+                entry["params"],
+                {name: saved[f"{prefix}layers/{name}"] for name in entry["layers"]},
+            )
+    return found
+
+
 def attribute(model: Transformer, trace: Trace, method: str) -> Attribution:
     """The ``method`` attribution (one of ATTRIBUTION_METHODS) of every output step of ``trace``."""
     if method == "attention":
-        cross = trace.attention_stack("cross")  # (layers, heads, steps, source pieces)
-        return Attribution(method, cross[-1].mean(axis=0), params={"layer": len(cross) - 1})
+        return attention_baseline(trace)
     if method == "value_norm":
         return value_norm(model, trace.source_ids, trace.target_ids)
     if method == "grad_attention":
@@ -125,39 +182,69 @@ def attribute(model: Transformer, trace: Trace, method: str) -> Attribution:
     raise ValueError(f"method must be one of {ATTRIBUTION_METHODS}, not {method!r}")
 
 
+def attention_rollout(stack: np.ndarray, residual: float = ROLLOUT_RESIDUAL) -> np.ndarray:
+    """Abnar & Zuidema's rollout through self-attention layers (layers, heads, N, N) -> (N, N): each layer's mean-head
+    attention mixed with the identity for the residual, A' = (1 − residual) A + residual I, rows renormalised,
+    multiplied in layer order (A'_last ... A'_0); no layers: the identity."""
+    rollout = np.eye(stack.shape[-1])
+    for layer_attention in np.asarray(stack, dtype=np.float64).mean(axis=1):
+        mixed = (1.0 - residual) * layer_attention + residual * np.eye(len(rollout))
+        rollout = (mixed / mixed.sum(axis=-1, keepdims=True)) @ rollout
+    return rollout
+
+
+def attention_baseline(trace: Trace) -> Attribution:
+    """The baseline, read from the trace: the last decoder layer's cross-attention, mean over heads, and for
+    comparison its rollout through the encoder (module docstring). The per-head weights are the trace's own."""
+    cross = trace.attention_stack("cross").astype(np.float64)  # (layers, heads, steps, source pieces)
+    has_encoder = bool(trace.attention_names("encoder"))
+    encoder_rollout = attention_rollout(trace.attention_stack("encoder")) if has_encoder else np.eye(cross.shape[-1])
+    per_layer = cross.mean(axis=1)  # (layers, steps, source pieces)
+    return Attribution(
+        "attention",
+        per_layer[-1],
+        params={"layer": len(cross) - 1, "rollout_residual": ROLLOUT_RESIDUAL},
+        layers={"per_layer": per_layer, "encoder_rollout": encoder_rollout, "rollout": per_layer[-1] @ encoder_rollout},
+    )
+
+
 @torch.inference_mode()
 def value_norm(model: Transformer, source_ids: Sequence[int], target_ids: Sequence[int]) -> Attribution:
     """Kobayashi et al.'s norm-based attribution of the last decoder layer's cross-attention (module docstring).
 
-    ``target_ids`` start with BOS; the decoder reads ``target_ids[:-1]``, one output step per row.
+    ``target_ids`` start with BOS; the decoder reads ``target_ids[:-1]``, one output step per row. ``layers`` holds
+    the same norms for every decoder layer's cross-attention: "per_head" (layers, heads, steps, source pieces),
+    ||α_ij^h f_h(x_j)||, and "per_layer" (layers, steps, source pieces), ||Σ_h α_ij^h f_h(x_j)||, not normalised.
     """
     decoder_input = list(target_ids[:-1])
     if not decoder_input:
         raise ValueError("target_ids needs BOS and at least one more token")
-    layer = model.config.n_decoder_layers - 1
-    name = module_name("cross", layer)
-    attention_module = dict(model.named_modules())[name]
+    names = [module_name("cross", layer) for layer in range(model.config.n_decoder_layers)]
+    modules = dict(model.named_modules())
     device = next(model.parameters()).device
     src = torch.tensor([list(source_ids)], dtype=torch.long, device=device)
     tgt = torch.tensor([decoder_input], dtype=torch.long, device=device)
     with capture_attention(model, internals=True) as capture:
         model(src, tgt)
-    weights = capture.attention[name][0].double()  # (heads, steps, source pieces)
-    values = capture.internals[name]["value"][0].double()  # (heads, source pieces, head_dim)
-    n_heads, head_dim = values.shape[0], values.shape[-1]
-    out_weight = attention_module.out_proj.weight.detach().to("cpu", torch.float64)  # (d_model, heads * head_dim)
-    per_head_out = out_weight.reshape(-1, n_heads, head_dim).permute(1, 2, 0)  # (heads, head_dim, d_model)
-    sent = values @ per_head_out  # f_h(x_j): (heads, source pieces, d_model)
-    weighted = weights[..., None] * sent[:, None, :, :]  # alpha_ij^h f_h(x_j): (heads, steps, source, d_model)
-    per_head = weighted.norm(dim=-1)  # (heads, steps, source pieces)
-    layer_norms = weighted.sum(dim=0).norm(dim=-1)  # (steps, source pieces)
-    totals = layer_norms.sum(dim=-1, keepdim=True)
-    source = torch.where(totals > 0, layer_norms / totals.clamp_min(torch.finfo(torch.float64).tiny), 0.0)
+    per_head, per_layer = [], []
+    for name in names:
+        weights = capture.attention[name][0].double()  # (heads, steps, source pieces)
+        values = capture.internals[name]["value"][0].double()  # (heads, source pieces, head_dim)
+        n_heads, head_dim = values.shape[0], values.shape[-1]
+        out_weight = modules[name].out_proj.weight.detach().to("cpu", torch.float64)  # (d_model, heads * head_dim)
+        per_head_out = out_weight.reshape(-1, n_heads, head_dim).permute(1, 2, 0)  # (heads, head_dim, d_model)
+        sent = values @ per_head_out  # f_h(x_j): (heads, source pieces, d_model)
+        weighted = weights[..., None] * sent[:, None, :, :]  # alpha_ij^h f_h(x_j): (heads, steps, source, d_model)
+        per_head.append(weighted.norm(dim=-1))  # (heads, steps, source pieces)
+        per_layer.append(weighted.sum(dim=0).norm(dim=-1))  # (steps, source pieces)
+    last = per_layer[-1]
+    totals = last.sum(dim=-1, keepdim=True)
+    source = torch.where(totals > 0, last / totals.clamp_min(torch.finfo(torch.float64).tiny), 0.0)
     return Attribution(
         "value_norm",
         source.numpy(),
-        params={"layer": layer, "module": name},
-        layers={"per_head": per_head.numpy(), "layer": layer_norms.numpy()},
+        params={"layer": len(names) - 1, "module": names[-1]},
+        layers={"per_head": torch.stack(per_head).numpy(), "per_layer": torch.stack(per_layer).numpy()},
     )
 
 
@@ -169,9 +256,14 @@ def normalised(relevancy: np.ndarray) -> np.ndarray:
     return without_self / np.where(np.abs(sums) < NORMALISING_EPSILON, NORMALISING_EPSILON, sums) + identity
 
 
+def weighted_heads(attention: np.ndarray, gradient: np.ndarray) -> np.ndarray:
+    """The positive part of gradient ⊙ attention, head by head: (heads, queries, keys)."""
+    return np.clip(gradient * attention, 0.0, None)
+
+
 def weighted_attention(attention: np.ndarray, gradient: np.ndarray) -> np.ndarray:
     """Ā = mean over heads of the positive part of gradient ⊙ attention: (heads, queries, keys) -> (queries, keys)."""
-    return np.clip(gradient * attention, 0.0, None).mean(axis=0)
+    return weighted_heads(attention, gradient).mean(axis=0)
 
 
 def relevancy(
@@ -203,6 +295,11 @@ def grad_attention(model: Transformer, source_ids: Sequence[int], target_ids: Se
     The attention tensors are read in the graph through an edit (model.capture.intervene) that returns them
     unchanged, so the shared model is never modified and other threads see nothing; the positional encoding
     is made to require a gradient, so the graph is recorded whether or not the weights require one.
+
+    ``layers``: "relevancy" (steps, source pieces), the rows before normalising; "cross" (decoder layers, heads,
+    steps, source pieces) and "decoder" (decoder layers, heads, steps, decoder input pieces), each head's
+    (∇A ⊙ A)⁺ in the query row of output step i, from the gradient of step i's own logit; "source_self" (steps,
+    source, source), the encoder relevancy R^ss that step's gradient builds.
     """
     decoder_input = list(target_ids[:-1])
     if not decoder_input:
@@ -228,22 +325,36 @@ def grad_attention(model: Transformer, source_ids: Sequence[int], target_ids: Se
     with torch.enable_grad(), torch.inference_mode(False), intervene(model, record):
         logits = model(src, tgt)[0]  # (steps, vocabulary)
         chosen = logits[torch.arange(len(decoder_input)), torch.tensor(list(target_ids[1:]), device=device)]
-        rows = []
+        rows, source_selves, cross_rows, decoder_rows = [], [], [], []
         for step in range(len(decoder_input)):
             gradients = torch.autograd.grad(chosen[step], [attention[name] for name in names], retain_graph=True)
             found = {
                 name: (attention[name][0].detach().double().cpu().numpy(), gradient[0].double().cpu().numpy())
                 for name, gradient in zip(names, gradients, strict=True)
             }
-            _, _, target_source = relevancy(
+            source_self, _, target_source = relevancy(
                 [found[name] for name in encoder_names],
                 [(found[self_name], found[cross_name]) for self_name, cross_name in decoder_names],
             )
             rows.append(target_source[step])
+            source_selves.append(source_self)
+            cross_rows.append([weighted_heads(*found[cross_name])[:, step] for _, cross_name in decoder_names])
+            decoder_rows.append([weighted_heads(*found[self_name])[:, step] for self_name, _ in decoder_names])
     raw = np.array(rows)  # (steps, source pieces), non-negative
     totals = raw.sum(axis=-1, keepdims=True)
     source = np.divide(raw, totals, out=np.zeros_like(raw), where=totals > 0)
-    return Attribution("grad_attention", source, params={"epsilon": NORMALISING_EPSILON}, layers={"relevancy": raw})
+    by_layer = (1, 2, 0, 3)  # (steps, layers, heads, keys) -> (layers, heads, steps, keys)
+    return Attribution(
+        "grad_attention",
+        source,
+        params={"epsilon": NORMALISING_EPSILON},
+        layers={
+            "relevancy": raw,
+            "cross": np.transpose(np.array(cross_rows), by_layer),
+            "decoder": np.transpose(np.array(decoder_rows), by_layer),
+            "source_self": np.array(source_selves),
+        },
+    )
 
 
 def attention_terms(module: MultiHeadAttention, query: torch.Tensor, key_value: torch.Tensor, causal: bool):
@@ -261,17 +372,29 @@ def attention_terms(module: MultiHeadAttention, query: torch.Tensor, key_value: 
 
 
 def block_contributions(
-    residual: torch.Tensor, terms: torch.Tensor, bias: torch.Tensor, norm: torch.nn.LayerNorm | None
+    residual: torch.Tensor,
+    terms: torch.Tensor,
+    bias: torch.Tensor,
+    norm: torch.nn.LayerNorm | None,
+    self_attention: bool,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """ALTI's contributions of one attention block: rows over [the query's own residual, each key] summing to 1,
-    and the block's output rebuilt from its parts.
+    """ALTI's contributions of one attention block, rows summing to 1, and the block's output rebuilt from its parts.
 
-    As in the reference code (Ferrando et al.'s transformer-contributions-nmt): the contributors are the
-    residual and the terms without the biases (the output projection's ``bias`` and, after a layer norm, β),
-    all of them layer-normed linearly with the whole sum's standard deviation; the distances are measured to
-    the block's whole output, biases included.
+    The contributors follow the reference code (Ferrando et al.'s transformer-contributions-nmt,
+    ``wrappers/transformer_wrapper.py``, ``out_qv_pre_ln``): in self-attention the query's residual joins its own
+    key's term, so a row is over the keys (queries, keys); in cross-attention the residual comes from the other
+    sequence's side and is one more contributor, last (queries, keys + 1). The terms exclude the biases (the
+    output projection's ``bias`` and, after a layer norm, β); all of them are layer-normed linearly with the whole
+    sum's standard deviation; the distances are measured to the block's whole output, biases included.
     """
-    parts = torch.cat([residual[:, None, :], terms, bias.expand_as(residual)[:, None, :]], dim=1)
+    if self_attention:
+        own = torch.eye(len(residual), dtype=terms.dtype, device=terms.device)  # (queries, keys): key i is query i
+        contributors = terms + own[:, :, None] * residual[:, None, :]
+    else:
+        contributors = torch.cat([terms, residual[:, None, :]], dim=1)
+        own = torch.zeros(contributors.shape[:2], dtype=terms.dtype, device=terms.device)
+        own[:, -1] = 1.0
+    parts = torch.cat([contributors, bias.expand_as(residual)[:, None, :]], dim=1)
     if norm is not None:
         total = parts.sum(dim=1)
         scale = norm.weight / torch.sqrt(total.var(dim=-1, unbiased=False, keepdim=True) + norm.eps)
@@ -280,14 +403,21 @@ def block_contributions(
     contributors = parts[:, :-1]  # the bias is nobody's contribution
     distances = (output[:, None, :] - contributors).abs().sum(dim=-1)
     raw = (output.abs().sum(dim=-1, keepdim=True) - distances).clamp_min(0.0)
-    raw[:, 0] += raw.sum(dim=-1) == 0  # nothing close to the output at all: the position keeps itself
+    nothing_close = raw.sum(dim=-1, keepdim=True) == 0
+    raw = raw + own * nothing_close  # nothing close to the output at all: the position keeps itself
     return raw / raw.sum(dim=-1, keepdim=True), output
 
 
 @torch.inference_mode()
 def alti_plus(model: Transformer, source_ids: Sequence[int], target_ids: Sequence[int]) -> Attribution:
     """Ferrando et al.'s ALTI+ (module docstring): for each output step, the contribution of every source piece
-    (``source``) and every decoder input piece (``target``) to the decoder's last layer there."""
+    (``source``) and every decoder input piece (``target``) to the decoder's last layer there.
+
+    ``layers`` holds each block's contributions before the rollout: "encoder" (encoder layers, source, source),
+    "decoder" (decoder layers, steps, steps) and "cross" (decoder layers, steps, source pieces + 1, the last
+    column the residual's share), every row summing to 1; "source_self" the encoder's rollout (source, source);
+    "reconstruction_error" how far each block's rebuilt output is from the real one (encoder blocks, then each
+    decoder layer's self- and cross-attention)."""
     decoder_input = list(target_ids[:-1])
     if not decoder_input:
         raise ValueError("target_ids needs BOS and at least one more token")
@@ -300,7 +430,9 @@ def alti_plus(model: Transformer, source_ids: Sequence[int], target_ids: Sequenc
         attended = x if post_norm else norm(x)
         source = key_value if key_value is not None else attended
         terms = attention_terms(module, attended, source, causal)
-        contributions, rebuilt = block_contributions(x, terms, module.out_proj.bias, norm if post_norm else None)
+        contributions, rebuilt = block_contributions(
+            x, terms, module.out_proj.bias, norm if post_norm else None, self_attention=key_value is None
+        )
         output = module(attended[None], source[None], None, is_causal=causal)[0]
         real = norm(x + output) if post_norm else x + output
         errors.append(float((rebuilt - real).abs().max()))
@@ -309,29 +441,33 @@ def alti_plus(model: Transformer, source_ids: Sequence[int], target_ids: Sequenc
     src = torch.tensor([list(source_ids)], dtype=torch.long, device=device)
     tgt = torch.tensor([decoder_input], dtype=torch.long, device=device)
     encoder, decoder = model.encoder, model.decoder
+    per_block: dict[str, list[torch.Tensor]] = {"encoder": [], "decoder": [], "cross": []}
     x = encoder.positional(encoder.embed(src))[0]
     source_self = torch.eye(len(source_ids), dtype=torch.float64, device=device)
     for layer in encoder.layers:
         contributions, _ = block(layer.self_attn, layer.norm1, x, None, causal=False)
-        source_self = (torch.diag(contributions[:, 0]) + contributions[:, 1:]) @ source_self
+        per_block["encoder"].append(contributions)
+        source_self = contributions @ source_self
         x = layer(x[None], None)[0]
     memory = encoder.norm(x) if encoder.norm is not None else x
     y = decoder.positional(decoder.embed(tgt))[0]
     target_self = torch.eye(len(decoder_input), dtype=torch.float64, device=device)
     target_source = torch.zeros(len(decoder_input), len(source_ids), dtype=torch.float64, device=device)
     for layer in decoder.layers:
-        contributions, after_self = block(layer.self_attn, layer.norm1, y, None, causal=True)
-        mixing = torch.diag(contributions[:, 0]) + contributions[:, 1:]
+        mixing, after_self = block(layer.self_attn, layer.norm1, y, None, causal=True)
         target_self, target_source = mixing @ target_self, mixing @ target_source
         contributions, _ = block(layer.cross_attn, layer.norm2, after_self, memory, causal=False)
-        kept = contributions[:, :1]  # the residual's share stays with the target side
+        per_block["decoder"].append(mixing)
+        per_block["cross"].append(contributions)
+        kept = contributions[:, -1:]  # the residual's share stays with the target side
         target_self = kept * target_self
-        target_source = kept * target_source + contributions[:, 1:] @ source_self
+        target_source = kept * target_source + contributions[:, :-1] @ source_self
         y = layer(y[None], memory[None], None, None)[0]
+    details = {name: torch.stack(blocks).cpu().numpy() for name, blocks in per_block.items() if blocks}
     return Attribution(
         "alti_plus",
         target_source.cpu().numpy(),
         target_self.cpu().numpy(),
-        params={"post_norm": post_norm},
-        layers={"source_self": source_self.cpu().numpy(), "reconstruction_error": np.array(errors)},
+        params={"post_norm": post_norm, "distance": "l1"},
+        layers={**details, "source_self": source_self.cpu().numpy(), "reconstruction_error": np.array(errors)},
     )
