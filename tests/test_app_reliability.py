@@ -21,9 +21,10 @@ from streamlit.testing.v1 import AppTest
 from explorer import compute
 from explorer.copy import escape_markdown
 from model import Transformer, load_checkpoint
+from model.analysis.attribution import ATTRIBUTION_METHODS, attributions_from_npz
 from model.checkpoint import save_checkpoint, scan_checkpoints
 from model.tokenizer import Tokenizer, train_sentencepiece
-from tests.app_utils import APP, CHECKPOINTS_ENV, assert_ok
+from tests.app_utils import APP, CHECKPOINTS_ENV, assert_ok, chart_titles
 from tests.bad_inputs import BAD_INPUTS, MARKUP_INPUTS
 from tests.model_utils import small_config, toy_sentences
 
@@ -122,6 +123,43 @@ def test_over_long_input_is_cut_with_a_notice(page, name):
     assert_ok(page)
     notices = [match for warning in page.warning if (match := TRUNCATION_NOTICE.search(warning.value))]
     assert len(notices) == 1 and int(notices[0].group(1)) >= 300
+
+
+@pytest.fixture(scope="module")
+def word_sources_page(tiny_checkpoint) -> AppTest:
+    """The Word sources view (every attribution method at once) on the tiny checkpoint, with a short output limit."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(CHECKPOINTS_ENV, str(tiny_checkpoint.parent))
+        app = AppTest.from_file(APP, default_timeout=60).run()
+        app.number_input(key="max_len").set_value(MAX_OUTPUT).run()
+        app.segmented_control(key="view").set_value("attribution").run()
+        assert_ok(app)
+        yield app
+
+
+@pytest.mark.parametrize("name", BAD_INPUTS)
+def test_bad_input_in_the_word_sources_view_never_crashes(word_sources_page, translator, lesson_files, name):
+    """Each input after the one before, so a picked word the new sentence does not have is met too."""
+    page = word_sources_page
+    text = as_sent_by_browser(BAD_INPUTS[name])
+    page.text_input(key="sentence").input(text).run()
+    assert_ok(page)
+    assert_no_markup_rendered(page)
+    if not text.strip():
+        assert not page.get("plotly_chart")  # the page asks for a sentence instead
+        return
+    if page.segmented_control(key="view").value != "attribution":  # a page without a sentence drew no view picker
+        page.segmented_control(key="view").set_value("attribution").run()
+        assert_ok(page)
+    last_word = translator.trace(text, beam_size=1, max_len=MAX_OUTPUT).n_steps - 1
+    page.segmented_control(key="attribution_step").set_value(last_word).run()
+    assert_ok(page)
+    assert_no_markup_rendered(page)
+    assert any(title.startswith("Where “") and f"(step {last_word + 1})" in title for title in chart_titles(page))
+    files = lesson_files.items()
+    downloads = {Path(file_name).suffix: make for file_name, make in files if "-attributions." in file_name}
+    assert set(json.loads(downloads[".json"]())["attributions"]) == set(ATTRIBUTION_METHODS)
+    assert set(attributions_from_npz(downloads[".npz"]())) == set(ATTRIBUTION_METHODS)
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,7 @@ from explorer.context import PageContext
 from explorer.copy import ATTRIBUTION_NAMES
 from explorer.state import bind, presenting
 from explorer.widgets import how_to_read, show_figure
-from model.analysis.attribution import ATTRIBUTION_METHODS, attributions_json
+from model.analysis.attribution import ATTRIBUTION_METHODS, attributions_json, attributions_npz
 from viz.tokens import display_text
 
 
@@ -68,10 +68,19 @@ def render(ctx: PageContext) -> None:
         ctx.lesson.view,
     )
     if not presenting():  # presenter mode hides every download
-        st.download_button(
+        attributions = list(found.values())
+        as_json, as_npz = st.columns(2)
+        as_json.download_button(  # the files are written only when a button is clicked (deferred data)
             "Download the trace with its attributions (JSON)",
-            attributions_json(trace, list(found.values())),
+            lambda: attributions_json(trace, attributions),
             f"{ctx.file_stem}-attributions.json",
             "application/json",
+            on_click="ignore",
+        )
+        as_npz.download_button(
+            "Download the trace with its attributions (NPZ)",
+            lambda: attributions_npz(trace, attributions),
+            f"{ctx.file_stem}-attributions.npz",
+            "application/octet-stream",
             on_click="ignore",
         )
