@@ -91,7 +91,8 @@ class Attribution:
 
     ``source`` is (output steps, source pieces), each row summing to 1; a method that also gives
     ``target`` (output steps, decoder input pieces; else None) makes each row of the two together sum
-    to 1. ``layers`` holds the method's detail by name (e.g. "per_head": (heads, steps, source pieces)).
+    to 1. ``layers`` holds the method's per-layer (and per-head) detail by name, e.g. value_norm's "per_head":
+    (decoder layers, heads, steps, source pieces); each method's docstring lists its own.
     """
 
     method: str
