@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 
 import numpy as np
 import plotly.colors
@@ -140,9 +141,65 @@ def test_grid_has_every_head_of_every_layer(trace):
         np.testing.assert_array_equal(heatmap.z, axes.stack[layer, head])
         assert heatmap.hovertemplate.startswith(f"layer {layer}, head {head}")
     for axis_name in ("xaxis", "xaxis8"):
-        assert ticktext(figure.layout[axis_name]) == display_labels(axes.key_pieces)
-    assert ticktext(figure.layout.yaxis) == display_labels(axes.query_pieces)
+        assert aliased_labels(figure.layout[axis_name]) == display_labels(axes.key_pieces)
+    assert aliased_labels(figure.layout.yaxis) == display_labels(axes.query_pieces)
     assert figure.layout.coloraxis.cmax == 1.0
+
+
+def aliased_labels(axis) -> list[str]:
+    """The token of every position of a grid axis: ticks at 0, 1, 2, ... whose numbers labelalias renames."""
+    assert (axis.tickmode, axis.tick0, axis.dtick, axis.tickformat, axis.hoverformat) == ("linear", 0, 1, "d", "d")
+    return [axis.labelalias[str(position)] for position in range(len(axis.labelalias))]
+
+
+def opus_mt_shaped_stack(queries: int, keys: int) -> np.ndarray:
+    """Random attention of opus-mt-en-de's shape: 6 layers of 8 heads, each row summing to 1."""
+    return np.random.default_rng(0).dirichlet(np.ones(keys), size=(6, 8, queries))
+
+
+def test_a_grid_draws_the_layers_asked_for_by_their_numbers():
+    pieces = [f"▁w{i}" for i in range(12)]
+    stack = opus_mt_shaped_stack(12, 12)
+    figure = viz.attention_grid(stack, pieces, pieces, layers=[3, 4, 5])
+    assert len(figure.data) == 3 * 8
+    for index, heatmap in enumerate(figure.data):
+        row, head = divmod(index, 8)
+        np.testing.assert_array_equal(heatmap.z, stack[3 + row, head])
+        assert heatmap.hovertemplate.startswith(f"layer {3 + row}, head {head}<br>")
+    assert [note.text for note in figure.layout.annotations] == [
+        *(f"head {head}" for head in range(8)),
+        *(f"layer {layer}" for layer in (3, 4, 5)),
+    ]
+
+
+def test_a_page_of_eight_heads_keeps_its_panels_on_screen_and_its_labels_apart():
+    """opus-mt-en-de's 8 heads with a 40-piece sentence: three layers a page, panels no taller than the screen
+    holds, and only as many tick labels as fit a panel at the narrowest page (each still named in the hover)."""
+    pieces = [f"▁w{i}" for i in range(40)]
+    assert [viz.attention.grid_page_layers(heads) for heads in (4, 8, 16)] == [6, 3, 1]
+    figure = viz.attention_grid(opus_mt_shaped_stack(40, 40), pieces, pieces, layers=[0, 1, 2])
+    panel_width = viz.attention.GRID_PLOT_WIDTH_PX / 8
+    panel_height = viz.attention.GRID_PANEL_PX[0]  # 40 rows would ask for 480 px; an 8-head panel is 54 px wide
+    assert figure.layout.height == 120 + 3 * panel_height <= 800
+    x_step, y_step = figure.layout.xaxis.ticklabelstep, figure.layout.yaxis.ticklabelstep
+    label_px = viz.attention.TICK_LABEL_PX
+    assert x_step > 1 and math.ceil(40 / x_step) * label_px <= panel_width
+    assert y_step > 1 and math.ceil(40 / y_step) * label_px <= panel_height
+    assert aliased_labels(figure.layout.xaxis) == display_labels(pieces)  # every token named in the hover
+    size = figure.layout.annotations[0].font.size
+    assert viz.attention.CHAR_EM * len("head 7") * size <= panel_width  # head titles fit above their panels
+    enlarged = viz.attention_grid(opus_mt_shaped_stack(40, 40), pieces, pieces, layers=[0], font_scale=1.6)
+    assert enlarged.layout.xaxis.ticklabelstep > x_step  # presenter mode's larger labels: fewer of them
+    assert enlarged.layout.annotations[0].font.size * math.sqrt(1.6) == pytest.approx(size)
+
+
+def test_a_small_grid_labels_every_token():
+    pieces = ["▁a", "▁man", "▁rides", "</s>"]
+    stack = np.random.default_rng(0).dirichlet(np.ones(4), size=(4, 4, 4))
+    figure = viz.attention_grid(stack, pieces, pieces)
+    assert figure.layout.xaxis.ticklabelstep == figure.layout.yaxis.ticklabelstep == 1
+    assert figure.layout.height == 120 + 4 * viz.attention.GRID_PANEL_PX[0]
+    assert {note.font.size for note in figure.layout.annotations} == {16}  # plotly's panel titles, as before
 
 
 def test_grid_sends_each_weight_once_and_no_per_cell_text(trace):
