@@ -89,6 +89,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("display", parse_text, "single", DISPLAYS),
     Setting("layer", int, 0),
     Setting("head", int, 0),
+    Setting("grid_layers", parse_text),  # the all-heads grid's layers, "3-5" or "4"; choices given by the page
     Setting("head_view_query", int, ALL_QUERIES),
     Setting("head_view_heads", int, multi=True),
     Setting("positional_side", parse_text, "encoder", POSITIONAL_STACKS),

@@ -219,6 +219,7 @@ def shared_links(checkpoints: Path) -> list[dict[str, str]]:
             "show_special": "false",
             "annotate": "true",
         },
+        {"view": "encoder", "display": "grid", "grid_layers": "1"},  # the all-heads grid of one layer
         {"view": "positional", "positional_side": "decoder", "positional_dimensions": "3,1", "presenter": "true"},
         {
             "sentence": SENTENCE,

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import plotly.graph_objects as go
 import streamlit as st
 
 import viz
 from explorer.components import head_view as head_view_component
 from explorer.context import PageContext
 from explorer.copy import DISPLAY_NAMES
-from explorer.state import ALL_QUERIES, DISPLAYS, bind
+from explorer.state import ALL_QUERIES, DISPLAYS, bind, presenting
 from explorer.widgets import how_to_read, layer_and_head_pickers, show_figure
 from model.heads import KIND_TITLES, head_title
+from viz.attention import grid_page_layers
 from viz.export import LessonSection
+from viz.presenter import PRESENTER_SCALE
 from viz.trace_views import AttentionAxes
 
 
@@ -28,6 +31,7 @@ def render(ctx: PageContext, kind: str) -> None:
         mode = st.radio("Show", DISPLAYS, format_func=DISPLAY_NAMES.get, key="display")
         default = ctx.first_head if kind == "cross" else (0, 0)
         layer, head = layer_and_head_pickers(axes.stack.shape, default, side=True)
+        grid_layers = grid_layer_picker(*axes.stack.shape[:2]) if mode == "grid" else None
         topics = [kind, mode]
         if mode == "aggregates" and kind != "encoder":
             topics.append("rollout_decoder" if kind == "decoder" else "rollout_cross")
@@ -43,7 +47,9 @@ def render(ctx: PageContext, kind: str) -> None:
             figure = viz.head_heatmap(axes, layer, head, **display.options(), title=head_title(kind, layer, head))
             name = f"{name}-L{layer}H{head}"
         elif mode == "grid":
-            figure = viz.attention_grid(axes.stack, axes.query_pieces, axes.key_pieces, **display.tokens(), title=title)
+            figure = grid_figure(axes, grid_layers, display.tokens(), title)
+            if len(grid_layers) < len(axes.stack):
+                name = f"{name}-L{layers_key(grid_layers)}"
         else:
             figure = viz.aggregate_figure(
                 axes.stack,
@@ -56,6 +62,61 @@ def render(ctx: PageContext, kind: str) -> None:
             )
             name = f"{name}-L{layer}"
         show_figure(figure, name, ctx.lesson.view, explanation)
+
+
+def grid_layer_choices(n_layers: int, n_heads: int) -> dict[str, range]:
+    """The layers the all-heads grid offers, by their URL text: its pages ("0-2", "3-5": grid_page_layers each), all
+    layers where that is more than a page (scrolling), then each layer alone ("4": all its heads in one row)."""
+    per_page = grid_page_layers(n_heads)
+    pages = [range(first, min(first + per_page, n_layers)) for first in range(0, n_layers, per_page)]
+    if len(pages) > 1:
+        pages.append(range(n_layers))
+    singles = [range(layer, layer + 1) for layer in range(n_layers)] if per_page > 1 else []
+    return {layers_key(layers): layers for layers in [*pages, *singles]}
+
+
+def layers_key(layers: range) -> str:
+    """Layers as the URL and file names write them: "4", "3-5"."""
+    return str(layers[0]) if len(layers) == 1 else f"{layers[0]}-{layers[-1]}"
+
+
+def layers_text(layers: range, n_layers: int) -> str:
+    """A grid choice in words: "layer 4", "layers 3–5", "all layers (0–5)"."""
+    if len(layers) == 1:
+        return f"layer {layers[0]}"
+    span = f"{layers[0]}–{layers[-1]}"
+    return f"all layers ({span})" if len(layers) == n_layers else f"layers {span}"
+
+
+def grid_layer_picker(n_layers: int, n_heads: int) -> range:
+    """The layers the grid draws (URL: grid_layers), its first page at first; no picker where there is one layer."""
+    choices = grid_layer_choices(n_layers, n_heads)
+    first_page = next(iter(choices))
+    if len(choices) == 1:
+        return choices[first_page]
+    bind("grid_layers", first_page, list(choices))
+    chosen = st.selectbox(
+        "Layers in the grid",
+        list(choices),
+        format_func=lambda key: layers_text(choices[key], n_layers),
+        key="grid_layers",
+    )
+    return choices[chosen]
+
+
+def grid_figure(axes: AttentionAxes, layers: range, tokens: dict[str, bool], title: str) -> go.Figure:
+    """The all-heads grid of ``layers``, titled with them where they are not all of the model's."""
+    if len(layers) < len(axes.stack):
+        title = f"{title}, {layers_text(layers, len(axes.stack))}"
+    return viz.attention_grid(
+        axes.stack,
+        axes.query_pieces,
+        axes.key_pieces,
+        layers=layers,
+        **tokens,
+        font_scale=PRESENTER_SCALE if presenting() else 1.0,
+        title=title,
+    )
 
 
 def head_view(
