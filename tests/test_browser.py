@@ -214,7 +214,22 @@ def test_head_view_points_keeps_switches_heads_and_downloads_svg(server, driver,
     wait_until(driver, lambda d: saved.exists() and saved.stat().st_size > 0, "the chart's SVG never arrived")
     chart_drawing = ElementTree.parse(saved).getroot()
     assert chart_drawing.tag == "{http://www.w3.org/2000/svg}svg" and "main-svg" in chart_drawing.get("class")
+
+    # one-letter tokens: the title is wider than the lines and tokens, and the drawing is as wide as the title
+    driver.get(f"{server}/?sentence=a.&view=encoder&display=heads")
+    wait_until(driver, lambda d: d.execute_script(HEAD_VIEW_OVERHANG) is not None, "the short head view never drew")
+    assert driver.execute_script(HEAD_VIEW_OVERHANG) == []
     assert console_errors(driver) == []
+
+
+# JavaScript that finds what of the head view (its title, its colour chips) reaches past the drawing's right edge.
+HEAD_VIEW_OVERHANG = """
+const svg = [...document.querySelectorAll('.hv-figure')].find(s => s.getAttribute('aria-label').startsWith('Encoder'));
+if (!svg) return null;
+const right = svg.getBoundingClientRect().right + 0.5;
+return [...svg.querySelectorAll('.hv-title, .hv-chip')].filter(part => part.getBoundingClientRect().right > right)
+    .map(part => part.textContent);
+"""
 
 
 # JavaScript that measures each plotly chart's title against its chart: [title, title's right edge, chart width].

@@ -9,6 +9,9 @@
 const SVG = "http://www.w3.org/2000/svg";
 const ALL = -1; // data.query when no query token is kept
 const DOUBLE_CLICK_MS = 250; // a chip's second click within this time isolates the head
+// The chips wrap onto another row beyond this width, or the drawing's where that is wider: 8 heads fit one
+// row, and in presenter mode's larger type the chips wrap rather than widen the drawing beyond the column.
+const CHIP_ROW_PX = 640;
 
 function element(name, attributes = {}, text = null) {
   const node = document.createElementNS(SVG, name);
@@ -73,11 +76,31 @@ function draw(root, data, setTriggerValue) {
   const widest = (tokens) => Math.max(24, ...tokens.map((token) => textWidth(token.text, font)));
   const left = widest(data.queries) + 16 * scale; // x where the query column ends
   const right = left + gap; // x where the key column starts
-  const width = right + widest(data.keys) + 16 * scale;
+  const titleSize = 17 * scale;
+  const titleWidth = textWidth(data.title, `${titleSize}px ${fontFamily}`) + 4;
+  // wide enough for the tokens and for the title: with one-letter tokens the title is the widest part
+  const contentWidth = Math.max(right + widest(data.keys) + 16 * scale, titleWidth);
   const titleHeight = 30 * scale;
   const chipHeight = 24 * scale;
+  const chipGap = 8 * scale;
   const chipsTop = titleHeight + 4 * scale;
-  const tokensTop = chipsTop + chipHeight + 18 * scale;
+
+  // the colour chips' places, row by row
+  const chipRowLimit = Math.max(contentWidth, CHIP_ROW_PX);
+  const chipPlaces = []; // [x, y, width] of each head's chip
+  let chipX = 2; // the chips' 2-pixel outline stays inside the drawing
+  let chipY = chipsTop;
+  for (let head = 0; head < nHeads; head++) {
+    const chipWidth = textWidth(`head ${head}`, font) + 30 * scale;
+    if (head > 0 && chipX + chipWidth + 2 > chipRowLimit) {
+      chipX = 2;
+      chipY += chipHeight + chipGap;
+    }
+    chipPlaces.push([chipX, chipY, chipWidth]);
+    chipX += chipWidth + chipGap;
+  }
+  const width = Math.max(contentWidth, ...chipPlaces.map(([x, , chipWidth]) => x + chipWidth + 2));
+  const tokensTop = chipY + chipHeight + 18 * scale;
   const rows = Math.max(data.queries.length, data.keys.length);
   const height = tokensTop + rows * rowHeight + 8 * scale;
 
@@ -93,24 +116,21 @@ function draw(root, data, setTriggerValue) {
     "aria-label": data.title,
   });
   svg.appendChild(element("rect", { width, height, fill: "white" }));
-  svg.appendChild(element("text", { x: 0, y: titleHeight * 0.7, "font-size": 17 * scale, fill: "#2a3f5f" }, data.title));
+  svg.appendChild(
+    element("text", { x: 0, y: titleHeight * 0.7, "font-size": titleSize, fill: "#2a3f5f", class: "hv-title" }, data.title),
+  );
 
   // the colour chips: one per head, filled while the head is drawn
-  const chips = [];
-  let x = 2; // the chips' 2-pixel outline stays inside the drawing
-  for (let head = 0; head < nHeads; head++) {
-    const label = `head ${head}`;
-    const chipWidth = textWidth(label, font) + 30 * scale;
-    const chip = element("g", { class: "hv-chip", "data-head": head, transform: `translate(${x},${chipsTop})` });
+  const chips = chipPlaces.map(([x, y, chipWidth], head) => {
+    const chip = element("g", { class: "hv-chip", "data-head": head, transform: `translate(${x},${y})` });
     chip.appendChild(element("title", {}, "click: switch this head on or off · double-click: only this head"));
     chip.appendChild(
       element("rect", { width: chipWidth, height: chipHeight, rx: 4 * scale, stroke: data.colours[head], "stroke-width": 2 }),
     );
-    chip.appendChild(element("text", { x: chipWidth / 2, y: chipHeight * 0.7, "text-anchor": "middle" }, label));
+    chip.appendChild(element("text", { x: chipWidth / 2, y: chipHeight * 0.7, "text-anchor": "middle" }, `head ${head}`));
     svg.appendChild(chip);
-    chips.push(chip);
-    x += chipWidth + 8 * scale;
-  }
+    return chip;
+  });
 
   const rowY = (index) => tokensTop + (index + 0.5) * rowHeight;
   const lines = element("g", { class: "hv-lines", "stroke-width": 2 * scale, "stroke-linecap": "round" });
