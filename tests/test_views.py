@@ -2,16 +2,33 @@
 
 from __future__ import annotations
 
+import math
+from pathlib import Path
+
 import pytest
+import torch
 from streamlit.testing.v1 import AppTest
 
+import viz
 from explorer import views
 from explorer.state import Setting, parse_bool
-from model import load_checkpoint
-from tests.app_utils import assert_ok, chart_titled, chart_titles, plotly_array
+from explorer.views.experiments import EXPERIMENTS
+from model import Transformer, load_checkpoint
+from model.checkpoint import save_checkpoint
+from tests.app_utils import (
+    APP,
+    CHECKPOINTS_ENV,
+    assert_ok,
+    chart_titled,
+    chart_titles,
+    component_data,
+    plotly_array,
+)
+from tests.model_utils import small_config
 
 SENTENCE = "a man rides a blue bike in the park."  # words the toy tokenizer knows
 CHECKPOINT_ENV = "VIEW_TEST_CHECKPOINT"  # how the test hands its checkpoint to the script below
+OPUS_MT_SHAPE = {"n_encoder_layers": 6, "n_decoder_layers": 6, "n_heads": 8}  # opus-mt-en-de's; d_model stays small
 
 
 def positional_view_alone() -> None:
@@ -76,3 +93,66 @@ def test_a_setting_falls_back_to_its_default_on_text_it_cannot_read():
     assert layer.from_url("two", 0, [0, 1]) == 0 and layer.from_url("7", 0, [0, 1]) == 0
     assert layer.from_url("1", 0, [0, 1]) == 1
     assert Setting("text", str).from_url("any text, even 7", "", None) == "any text, even 7"
+
+
+@pytest.fixture(scope="module")
+def opus_shaped_folder(tmp_path_factory, toy_tokenizer) -> Path:
+    """A checkpoints folder holding one random model of opus-mt-en-de's shape (6+6 layers of 8 heads), d_model 64."""
+    torch.manual_seed(0)
+    vocab = toy_tokenizer.vocab_size("source")
+    config = small_config(
+        vocab, d_model=64, d_ff=128, share_embeddings=True, tie_output=True, output_bias=False, **OPUS_MT_SHAPE
+    )
+    folder = tmp_path_factory.mktemp("opus-shaped")
+    card = {"source_language": "en", "target_language": "de", "data": "random weights (tests)"}
+    save_checkpoint(folder / "opus-shaped-en-de", Transformer(config).eval(), toy_tokenizer, card)
+    return folder
+
+
+def heatmaps(spec: dict) -> list[dict]:
+    return [trace for trace in spec["data"] if trace["type"] == "heatmap"]
+
+
+def test_48_heads_a_kind_page_the_grid_and_every_view_draws(monkeypatch, opus_shaped_folder):
+    """opus-mt-en-de's shape on a three-sentence source: the all-heads grid shows three layers of 8 heads a page,
+    each page on one screen with its labels thinned; every other view and experiment draws."""
+    monkeypatch.setenv(CHECKPOINTS_ENV, str(opus_shaped_folder))
+    sentence = " ".join([SENTENCE] * 3)
+    app = AppTest.from_file(APP, default_timeout=120)
+    app.query_params.update({"sentence": sentence, "view": "encoder", "display": "grid"})
+    app.run()
+    assert_ok(app)
+    picker = app.selectbox(key="grid_layers")
+    assert picker.value == "0-2"
+    assert picker.options == ["layers 0–2", "layers 3–5", "all layers (0–5)", *(f"layer {n}" for n in range(6))]
+    grid = chart_titled(app, "Encoder self-attention")
+    assert grid["layout"]["title"]["text"] == "Encoder self-attention, layers 0–2"
+    assert len(heatmaps(grid)) == 3 * 8 and grid["layout"]["height"] <= 800  # a page on one screen
+    pieces = len(grid["layout"]["xaxis"]["labelalias"])
+    assert pieces >= 30  # a long sentence: its labels are thinned to what fits an 8-head panel
+    step = grid["layout"]["xaxis"]["ticklabelstep"]
+    assert math.ceil(pieces / step) * viz.attention.TICK_LABEL_PX <= viz.attention.GRID_PLOT_WIDTH_PX / 8
+
+    app.selectbox(key="grid_layers").set_value("3-5").run()
+    grid = chart_titled(app, "Encoder self-attention")
+    assert heatmaps(grid)[0]["hovertemplate"].startswith("layer 3, head 0<br>")
+    assert app.query_params["grid_layers"] == "3-5"
+    app.selectbox(key="grid_layers").set_value("0-5").run()  # all layers: a longer page to scroll
+    assert len(heatmaps(chart_titled(app, "Encoder self-attention"))) == 6 * 8
+    app.selectbox(key="grid_layers").set_value("4").run()  # one layer's heads in a row
+    assert chart_titles(app)[0] == "Encoder self-attention, layer 4"
+
+    app.radio(key="display").set_value("heads").run()
+    assert_ok(app)
+    assert len(component_data(app, "attention_explorer.head_view")["colours"]) == 8
+    for view in views.choices(presenting=False):
+        app.segmented_control(key="view").set_value(view).run()
+        assert_ok(app)
+        if view == "quiz":
+            assert len(app.selectbox(key="quiz_head").options) == 1 + 8  # the mean over the heads, then each
+    app.segmented_control(key="view").set_value("experiments").run()
+    for experiment in EXPERIMENTS:
+        app.segmented_control(key="experiment").set_value(experiment.key).run()
+        assert_ok(app)
+        if experiment.key == "ablation":
+            assert len(app.multiselect(key="ablate").options) == 3 * 6 * 8  # every head of every kind
