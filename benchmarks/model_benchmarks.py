@@ -1,11 +1,12 @@
 """Benchmarks of the model itself: forward pass against torch.nn.Transformer, capture, KV cache,
-one decoding step, a full trace, a long input, and training throughput."""
+one decoding step, a full trace, a trace at opus-mt-en-de's size, a long input, and training throughput."""
 
 from __future__ import annotations
 
 import copy
 import sys
 import warnings
+from pathlib import Path
 from types import SimpleNamespace
 
 import torch
@@ -18,14 +19,37 @@ from model import capture_attention
 from model.analysis.attribution import ATTRIBUTION_METHODS
 from model.decoding import greedy_decode, next_token_log_probs
 from model.interop import export_torch
+from model.interop.marian import marian_config
 from model.interop.torch_transformer import tutorial_logits
+from model.tokenizer import Tokenizer
 from model.training.data import collate, encode_examples, read_parallel, split_file, token_batches
 from model.training.optimization import train_step
 from model.transformer import Transformer
+from model.translator import Translator
 
 SOURCE_TOKENS = 30  # "a 30-token sentence": source ids including EOS
 MAX_TOKENS = 4096  # python -m model.train's default --max-tokens: the batches an epoch of training makes
 EPOCH_SEED = 1001  # model.train's batch order of epoch 1 with its default --seed 1 (seed * 1000 + epoch)
+# Helsinki-NLP/opus-mt-en-de's config.json, the fields model.interop.marian reads: 6+6 layers, d_model 512, 8 heads
+OPUS_MT_EN_DE = {
+    "model_type": "marian",
+    "architectures": ["MarianMTModel"],
+    "vocab_size": 58101,
+    "d_model": 512,
+    "encoder_layers": 6,
+    "decoder_layers": 6,
+    "encoder_attention_heads": 8,
+    "decoder_attention_heads": 8,
+    "encoder_ffn_dim": 2048,
+    "decoder_ffn_dim": 2048,
+    "activation_function": "swish",
+    "scale_embedding": True,
+    "max_position_embeddings": 512,
+    "pad_token_id": 58100,
+    "eos_token_id": 0,
+    "decoder_start_token_id": 58100,
+    "dropout": 0.1,
+}
 
 
 def tutorial_copy(model: Transformer):
@@ -265,6 +289,77 @@ def trace_ms(ctx: Context) -> list[Record]:
             },
         )
     ]
+
+
+def opus_shaped_translator(tokenizer: Tokenizer, device: torch.device) -> Translator:
+    """A random model of opus-mt-en-de's shape, configured as ``python -m model.import_marian`` configures the real
+    one (swish, Marian positions, final_logits_bias, decoding from <pad>), reading ``tokenizer``'s SentencePiece
+    models in Marian mode: their pieces in a vocab.json laid out as OPUS-MT's (</s> 0, <unk> 1, <pad> last),
+    filled to 58101 entries with pieces no text encodes to."""
+    pieces = dict.fromkeys(["</s>", "<unk>"])
+    for processor in (tokenizer.source, tokenizer.target):
+        for index in range(processor.get_piece_size()):
+            if not (processor.is_control(index) or processor.is_unknown(index)):
+                pieces.setdefault(processor.id_to_piece(index))
+    size = OPUS_MT_EN_DE["vocab_size"]
+    fillers = (f"<unseen {n}>" for n in range(size))
+    while len(pieces) < size - 1:
+        pieces.setdefault(next(fillers))
+    vocab = {piece: index for index, piece in enumerate([*pieces, "<pad>"])}
+    marian = Tokenizer(tokenizer.source, tokenizer.target, vocab)
+    config = marian_config(OPUS_MT_EN_DE, marian, Path("Helsinki-NLP/opus-mt-en-de (random weights)"))
+    torch.manual_seed(0)
+    model = Transformer(config).eval().to(device)
+    return Translator(model, marian, device, name="opus-mt-en-de shape, random weights")
+
+
+def opus_trace_ms(ctx: Context) -> list[Record]:
+    """Translator.trace of a 30-piece sentence by a random model of opus-mt-en-de's shape (6+6 layers, d_model 512,
+    8 heads, d_ff 2048, 58101 pieces) vs the subject's (the shipped model's) trace of the same sentence, greedy (as
+    the page decodes) and beam 5; the random model makes as many output tokens as the shipped one (it never ends
+    by itself, so max_len stops it there)."""
+    shipped = ctx.subject.translator
+    device = ctx.subject.device
+    opus = opus_shaped_translator(shipped.tokenizer, device)
+    text = sentence_with_pieces(shipped, SOURCE_TOKENS, seed=8)
+    records = []
+    for beam_size, budget_ms in ((1, 1000.0), (5, 2500.0)):
+        expected = shipped.trace(text, beam_size=beam_size)
+        steps = expected.n_steps
+        traced = opus.trace(text, beam_size=beam_size, max_len=steps)
+        paired = alternate(
+            lambda beam_size=beam_size, steps=steps: opus.trace(text, beam_size=beam_size, max_len=steps),
+            lambda beam_size=beam_size: shipped.trace(text, beam_size=beam_size),
+            ctx.reps(3, 11),
+            1,
+            device,
+        )
+        config = opus.config
+        records.append(
+            Record(
+                "opus_trace_ms",
+                paired.candidate_median * 1000,
+                "ms",
+                paired.baseline_median * 1000,
+                (Check("value", "<=", budget_ms),),
+                {
+                    "case": "greedy" if beam_size == 1 else f"beam {beam_size}",
+                    "baseline_is": "Translator.trace of the same sentence by the benchmarks' subject (the shipped "
+                    "model), same beam",
+                    "candidate_is": f"random weights, opus-mt-en-de's shape: {config.n_encoder_layers}+"
+                    f"{config.n_decoder_layers} layers, d_model {config.d_model}, {config.n_heads} heads, d_ff "
+                    f"{config.d_ff}, {config.tgt_vocab_size} pieces, {config.activation}, Marian positions",
+                    "source_pieces": len(traced.source_ids),
+                    "baseline_source_pieces": len(expected.source_ids),
+                    "output_tokens": traced.n_steps,
+                    "baseline_output_tokens": steps,
+                    "parameters": sum(parameter.numel() for parameter in opus.model.parameters()),
+                    "sentence": text,
+                    **timing_params(paired),
+                },
+            )
+        )
+    return records
 
 
 def attribution_ms(ctx: Context) -> list[Record]:

@@ -65,6 +65,11 @@ BENCHMARKS = (
     ),
     Benchmark(("step_ms",), single(model_benchmarks.step_ms), "one cached decoding step under capture"),
     Benchmark(("trace_ms",), single(model_benchmarks.trace_ms), "Translator.trace, 30 pieces, beam 5"),
+    Benchmark(
+        ("opus_trace_ms",),
+        single(model_benchmarks.opus_trace_ms),
+        "Translator.trace at opus-mt-en-de's shape (random weights) vs the shipped model, 30 pieces",
+    ),
     Benchmark(("figures_ms",), single(app_benchmarks.figures_ms), "default-view figures built and serialised"),
     Benchmark(
         ("attribution_ms",), single(model_benchmarks.attribution_ms), "every attribution method of a 30-piece trace"

@@ -24,6 +24,7 @@ EXPECTED = {
     "kv_cache_speedup",
     "step_ms",
     "trace_ms",
+    "opus_trace_ms",
     "figures_ms",
     "attribution_ms",
     "app_edit_ms",
