@@ -8,8 +8,15 @@ from typing import Any
 
 ACTIVATIONS = ("relu", "gelu", "swish")
 POSITIONAL_LAYOUTS = ("interleaved", "marian")
-# Options for imported models: written to config.json only when they differ from the paper's default.
-OPTIONAL_FIELDS = ("positional_layout", "scale_embedding", "final_logits_bias", "decoder_start_id")
+# Options written to config.json only when they differ from their default, so older configs match.
+OPTIONAL_FIELDS = (
+    "positional_layout",
+    "scale_embedding",
+    "final_logits_bias",
+    "decoder_start_id",
+    "attention_dropout",
+    "activation_dropout",
+)
 
 
 @dataclass(frozen=True)
@@ -19,7 +26,8 @@ class TransformerConfig:
     Token ids for padding, start and end follow the tokenizer: the defaults match the
     SentencePiece models trained by ``model.tokenizer.train_sentencepiece``. The options after
     ``eos_id`` describe imported models (MarianMT, ``model.interop.marian``); their defaults
-    are the paper's behaviour, so a config.json without them builds the same model.
+    are the paper's behaviour, so a config.json without them builds the same model; so are those of the
+    attention and activation dropout (training options).
     """
 
     src_vocab_size: int
@@ -46,6 +54,10 @@ class TransformerConfig:
     scale_embedding: bool = True  # multiply embeddings by sqrt(d_model) (section 3.4)
     final_logits_bias: bool = False  # a fixed (1, V) buffer added to the logits (MarianMT's final_logits_bias)
     decoder_start_id: int | None = None  # first decoder input; None: bos_id. May equal pad_id: it is never masked
+    # dropout on the attention probabilities and inside the feed-forward network (after its activation); None:
+    # ``dropout``, as every model had before these options. fairseq's transformer recipes set both to 0.
+    attention_dropout: float | None = None
+    activation_dropout: float | None = None
 
     def __post_init__(self) -> None:
         problems = []
@@ -62,8 +74,10 @@ class TransformerConfig:
         for name in ("src_vocab_size", "tgt_vocab_size", "d_model", "n_heads", "d_ff", "max_len"):
             if getattr(self, name) <= 0:
                 problems.append(f"{name} must be positive")
-        if not 0.0 <= self.dropout < 1.0:
-            problems.append("dropout must be in [0, 1)")
+        for name in ("dropout", "attention_dropout", "activation_dropout"):
+            value = getattr(self, name)
+            if value is not None and not 0.0 <= value < 1.0:
+                problems.append(f"{name} must be in [0, 1)")
         if self.bos_id is None and self.decoder_start_id is None:
             problems.append("bos_id=None needs a decoder_start_id")
         special = {
@@ -82,6 +96,14 @@ class TransformerConfig:
     @property
     def head_dim(self) -> int:
         return self.d_model // self.n_heads
+
+    @property
+    def attention_dropout_p(self) -> float:
+        return self.dropout if self.attention_dropout is None else self.attention_dropout
+
+    @property
+    def activation_dropout_p(self) -> float:
+        return self.dropout if self.activation_dropout is None else self.activation_dropout
 
     @property
     def start_id(self) -> int:

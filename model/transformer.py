@@ -17,7 +17,15 @@ from torch import nn
 
 from model.capture import attach_probes
 from model.config import TransformerConfig
-from model.layers import FeedForward, KVCache, MultiHeadAttention, PositionalEncoding, TokenEmbedding, causal_mask
+from model.layers import (
+    Dropout,
+    FeedForward,
+    KVCache,
+    MultiHeadAttention,
+    PositionalEncoding,
+    TokenEmbedding,
+    causal_mask,
+)
 
 # One entry per decoder layer: {"self": KVCache, "cross": KVCache}. Lives with the request, never on the model.
 DecoderCache = list[dict[str, KVCache]]
@@ -41,12 +49,12 @@ class EncoderLayer(nn.Module):
     def __init__(self, config: TransformerConfig) -> None:
         super().__init__()
         self.norm_first = config.norm_first
-        self.self_attn = MultiHeadAttention(config.d_model, config.n_heads, config.dropout)
-        self.feed_forward = FeedForward(config.d_model, config.d_ff, config.dropout, config.activation)
+        self.self_attn = MultiHeadAttention(config.d_model, config.n_heads, config.attention_dropout_p)
+        self.feed_forward = FeedForward(config.d_model, config.d_ff, config.activation_dropout_p, config.activation)
         self.norm1 = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
         self.norm2 = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
-        self.dropout1 = nn.Dropout(config.dropout)
-        self.dropout2 = nn.Dropout(config.dropout)
+        self.dropout1 = Dropout(config.dropout)
+        self.dropout2 = Dropout(config.dropout)
 
     def forward(self, x: torch.Tensor, allowed: torch.Tensor | None) -> torch.Tensor:
         if self.norm_first:
@@ -63,15 +71,15 @@ class DecoderLayer(nn.Module):
     def __init__(self, config: TransformerConfig) -> None:
         super().__init__()
         self.norm_first = config.norm_first
-        self.self_attn = MultiHeadAttention(config.d_model, config.n_heads, config.dropout)
-        self.cross_attn = MultiHeadAttention(config.d_model, config.n_heads, config.dropout)
-        self.feed_forward = FeedForward(config.d_model, config.d_ff, config.dropout, config.activation)
+        self.self_attn = MultiHeadAttention(config.d_model, config.n_heads, config.attention_dropout_p)
+        self.cross_attn = MultiHeadAttention(config.d_model, config.n_heads, config.attention_dropout_p)
+        self.feed_forward = FeedForward(config.d_model, config.d_ff, config.activation_dropout_p, config.activation)
         self.norm1 = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
         self.norm2 = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
         self.norm3 = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
-        self.dropout1 = nn.Dropout(config.dropout)
-        self.dropout2 = nn.Dropout(config.dropout)
-        self.dropout3 = nn.Dropout(config.dropout)
+        self.dropout1 = Dropout(config.dropout)
+        self.dropout2 = Dropout(config.dropout)
+        self.dropout3 = Dropout(config.dropout)
 
     def forward(
         self,

@@ -12,7 +12,7 @@ from torch import nn
 from model import Transformer, TransformerConfig, capture_attention
 from model.interop import Seq2SeqTransformer, export_torch, import_torch
 from model.interop.torch_transformer import tutorial_logits
-from model.layers import PositionalEncoding, TokenEmbedding, sinusoidal_encoding
+from model.layers import Dropout, PositionalEncoding, TokenEmbedding, sinusoidal_encoding
 from tests.model_utils import small_config
 
 VARIANTS = {
@@ -244,9 +244,14 @@ def test_new_options_default_to_the_papers_model():
     config = small_config(40)
     assert (config.activation, config.positional_layout, config.scale_embedding) == ("relu", "interleaved", True)
     assert (config.final_logits_bias, config.decoder_start_id, config.start_id) == (False, None, config.bos_id)
-    assert not {"positional_layout", "scale_embedding", "final_logits_bias", "decoder_start_id"} & set(
-        config.to_dict()
-    ), "a paper config writes the same config.json as before"
+    assert not {
+        "positional_layout",
+        "scale_embedding",
+        "final_logits_bias",
+        "decoder_start_id",
+        "attention_dropout",
+        "activation_dropout",
+    } & set(config.to_dict()), "a paper config writes the same config.json as before"
     model = Transformer(config)
     assert model.final_logits_bias is None and "final_logits_bias" not in model.state_dict()
     assert isinstance(model.encoder.layers[0].feed_forward.activation, nn.ReLU)
@@ -256,6 +261,41 @@ def test_new_options_default_to_the_papers_model():
         {**config.to_dict(), "positional_layout": "marian", "bos_id": None, "decoder_start_id": config.pad_id}
     )
     assert TransformerConfig.from_dict(marian.to_dict()) == marian
+
+
+def test_attention_and_activation_dropout_default_to_dropout_and_can_be_set_apart():
+    def rates(model: Transformer) -> dict[str, set[float]]:
+        found: dict[str, set[float]] = {"attention": set(), "activation": set(), "residual": set()}
+        for name, module in model.named_modules():
+            if isinstance(module, nn.Dropout):
+                where = "attention" if "attn." in name else "activation" if "feed_forward." in name else "residual"
+                found[where].add(module.p)
+        return found
+
+    assert rates(Transformer(small_config(40, dropout=0.3))) == {
+        "attention": {0.3},
+        "activation": {0.3},
+        "residual": {0.3},
+    }
+    apart = small_config(40, dropout=0.3, attention_dropout=0.0, activation_dropout=0.1)
+    assert rates(Transformer(apart)) == {"attention": {0.0}, "activation": {0.1}, "residual": {0.3}}
+    assert TransformerConfig.from_dict(apart.to_dict()) == apart
+    with pytest.raises(ValueError, match="attention_dropout must be in"):
+        small_config(40, attention_dropout=1.0)
+
+
+def test_dropout_keeps_each_element_with_probability_one_minus_p_and_scales_it():
+    torch.manual_seed(0)
+    dropout = Dropout(0.25).train()
+    x = torch.full((400, 500), 2.0, requires_grad=True)
+    y = dropout(x)
+    kept = y != 0
+    assert abs(kept.float().mean().item() - 0.75) < 0.005  # 200,000 draws: the standard error is 0.001
+    torch.testing.assert_close(y[kept], torch.full_like(y[kept], 2.0 / 0.75))
+    y.sum().backward()
+    torch.testing.assert_close(x.grad, kept.float() / 0.75)  # the gradient flows through kept elements only
+    assert torch.equal(dropout.eval()(x), x)  # evaluation: the identity
+    assert torch.equal(Dropout(0.0).train()(x), x)
 
 
 def test_swish_activation_is_silu():

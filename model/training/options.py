@@ -65,7 +65,18 @@ def build_parser() -> argparse.ArgumentParser:
     arch.add_argument(
         "--dropout",
         type=float,
-        help="dropout on sublayers, embeddings and attention (default 0.3; with --init-from the checkpoint's)",
+        help="dropout on sublayer outputs and embeddings (default 0.3; with --init-from the checkpoint's)",
+    )
+    arch.add_argument(
+        "--attention-dropout",
+        type=float,
+        help="dropout on the attention probabilities (default: --dropout; with --init-from the checkpoint's)",
+    )
+    arch.add_argument(
+        "--activation-dropout",
+        type=float,
+        help="dropout inside the feed-forward network, after its activation (default: --dropout; with --init-from "
+        "the checkpoint's)",
     )
     arch.add_argument("--activation", default="relu", choices=["relu", "gelu"], help="feed-forward activation")
     arch.add_argument("--norm-first", action="store_true", help="pre-norm instead of the paper's post-norm")

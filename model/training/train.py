@@ -87,10 +87,12 @@ DEFAULT_DROPOUT = 0.3
 
 def make_config(args: argparse.Namespace, tokenizer: Tokenizer) -> TransformerConfig:
     """The model's hyper-parameters: the model options with the tokenizer's vocabulary sizes and ids, or
-    the --init-from checkpoint's own (saved with the run's arguments), with --dropout when it is given."""
+    the --init-from checkpoint's own (saved with the run's arguments), with the dropout options given."""
+    # runs saved before the attention and activation dropout options existed have neither
+    dropouts = {name: getattr(args, name, None) for name in ("dropout", "attention_dropout", "activation_dropout")}
     if getattr(args, "init_config", None):
         config = TransformerConfig.from_dict(args.init_config)
-        return replace(config, dropout=config.dropout if args.dropout is None else args.dropout)
+        return replace(config, **{name: value for name, value in dropouts.items() if value is not None})
     tie = not args.no_tie
     return TransformerConfig(
         src_vocab_size=tokenizer.vocab_size("source"),
@@ -101,6 +103,8 @@ def make_config(args: argparse.Namespace, tokenizer: Tokenizer) -> TransformerCo
         n_decoder_layers=args.decoder_layers or args.layers,
         d_ff=args.d_ff,
         dropout=DEFAULT_DROPOUT if args.dropout is None else args.dropout,
+        attention_dropout=dropouts["attention_dropout"],
+        activation_dropout=dropouts["activation_dropout"],
         activation=args.activation,
         norm_first=args.norm_first,
         final_norm=args.final_norm,
