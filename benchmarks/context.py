@@ -16,6 +16,7 @@ class Context:
     subject: Subject
     quick: bool
     data: Path = DEFAULT_DATA  # parallel corpus folder for the training-epoch benchmark
+    baseline_tree: Path | None = None  # an older source tree (git worktree) the training benchmark compares with
 
     def reps(self, quick: int, full: int) -> int:
         """Repeats (or warm-up rounds, or sizes) for --quick and for a full run."""

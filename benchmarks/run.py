@@ -24,7 +24,7 @@ from pathlib import Path
 
 import torch
 
-from benchmarks import app_benchmarks, browser_benchmarks, memory, model_benchmarks
+from benchmarks import app_benchmarks, browser_benchmarks, memory, model_benchmarks, training_benchmarks
 from benchmarks.context import DEFAULT_DATA, Context
 from benchmarks.records import Record, table
 from benchmarks.subject import resolve_subject
@@ -94,6 +94,13 @@ BENCHMARKS = (
         "training tokens/s vs the tutorial nn.Transformer",
     ),
     Benchmark(
+        ("train_tokens_per_s", "train_tokens_per_s_recipe"),
+        single(training_benchmarks.train_tokens_per_s),
+        "training steps of the shipped configuration and of the recipe (no attention/activation dropout), "
+        "2 threads, model-FLOP utilisation; vs --baseline-tree in turns",
+        needs_data=True,
+    ),
+    Benchmark(
         ("server_rss_mb",), single(memory.server_rss_mb), "RSS of a real `streamlit run app.py` after 10 and 100 traces"
     ),
     Benchmark(
@@ -146,6 +153,12 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         help="torch intra-op CPU threads per working thread (default: OMP_NUM_THREADS, else 1 as in app.py)",
     )
+    parser.add_argument(
+        "--baseline-tree",
+        type=Path,
+        help="an older source tree (git worktree add /tmp/old COMMIT) whose training steps train_tokens_per_s "
+        "times in turns with this one's",
+    )
     parser.add_argument("--list", action="store_true", help="print the benchmark names with a summary and exit")
     return parser
 
@@ -197,7 +210,7 @@ def main(argv: list[str] | None = None) -> int:
     device = ("cuda" if torch.cuda.is_available() else "cpu") if args.device == "auto" else args.device
     plan, skipped = runnable(selected(args.only), bool(args.only), device, args.data)
     subject = resolve_subject(args.checkpoint, device)
-    ctx = Context(subject, args.quick, args.data)
+    ctx = Context(subject, args.quick, args.data, args.baseline_tree)
     shared = subject.describe() | {"quick": args.quick}
     if subject.notes:
         shared["checkpoint_notes"] = subject.notes

@@ -36,6 +36,8 @@ EXPECTED = {
     "train_tokens_vs_torch",
     "server_rss_mb",
     "train_epoch_s",
+    "train_tokens_per_s",
+    "train_tokens_per_s_recipe",
 }
 FIELDS = {"name", "value", "unit", "baseline", "ratio", "target", "met", "params"}
 # cheap on a tiny model; together they cover the ms, tokens/s and budget-baseline kinds of record
@@ -167,3 +169,30 @@ def test_epoch_benchmark_times_every_batch_of_one_epoch_on_both_models(tiny_chec
     assert math.isclose(record["ratio"], record["value"] / record["baseline"], rel_tol=1e-12)
     assert params["target_tokens"] == sum(len(example.tgt) - 1 for example in examples)
     assert params["bf16_autocast"] is False
+
+
+@pytest.mark.slow
+def test_training_throughput_against_an_older_tree_and_the_matmul_peak(tiny_checkpoint, tmp_path, capsys):
+    """train_tokens_per_s and its recipe twin on a tiny corpus: each a median of worker samples, the ratio
+    against the --baseline-tree's samples (this tree again here), and a model-FLOP utilisation in (0, 1)."""
+    data = tmp_path / "corpus"
+    data.mkdir()
+    sentences = [" ".join(["a", "the", "man", "dog"][(i + j) % 4] for j in range(3 + i % 5)) for i in range(200)]
+    (data / "train.en").write_text("\n".join(sentences) + "\n")
+    (data / "train.de").write_text("\n".join(reversed(sentences)) + "\n")
+    argv = ["--quick", "--device", "cpu", "--checkpoint", str(tiny_checkpoint), "--data", str(data)]
+    argv += ["--only", "train_tokens_per_s,train_tokens_per_s_recipe", "--baseline-tree", str(subject.REPO)]
+    assert run.main(argv) == 0
+    records = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith("{")]
+    assert [r["name"] for r in records] == ["train_tokens_per_s", "train_tokens_per_s_recipe"]
+    for record in records:
+        params = record["params"]
+        assert record["unit"] == "tokens/s" and record["value"] > 0 and record["target"] == "ratio >= 1.5"
+        assert math.isclose(record["value"], statistics.median(params["samples"]), rel_tol=1e-12)
+        assert math.isclose(record["baseline"], statistics.median(params["baseline_samples"]), rel_tol=1e-12)
+        assert len(params["samples"]) == len(params["baseline_samples"]) == 2  # --quick: two rounds in turns
+        assert 0 < params["mfu"] < 1 and params["matmul_peak_gflops"] > 0
+        assert math.isclose(
+            params["mfu"], record["value"] * params["model_gflop_per_target_token"] / params["matmul_peak_gflops"]
+        )
+    assert records[1]["params"]["options"] == {"attention_dropout": 0.0, "activation_dropout": 0.0}
