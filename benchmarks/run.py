@@ -98,6 +98,7 @@ BENCHMARKS = (
         single(training_benchmarks.train_tokens_per_s),
         "training steps of the shipped configuration and of the recipe (no attention/activation dropout), "
         "2 threads, model-FLOP utilisation; vs --baseline-tree in turns",
+        default_devices=("cpu",),  # it times CPU training (the worker processes), whatever --device says
         needs_data=True,
     ),
     Benchmark(

@@ -79,7 +79,8 @@ def test_epoch_benchmark_runs_on_cuda_by_default_and_anywhere_when_named(tmp_pat
     assert "train_epoch_s" not in {name for _, names in kept for name in names}
     assert skipped == ["train_epoch_s: not run on cpu unless named in --only"]
     kept, skipped = run.runnable(plan, named=False, device="cuda", data=tmp_path)
-    assert len(kept) == len(plan) and not skipped
+    assert len(kept) == len(plan) - 1  # all but the CPU training throughput
+    assert skipped == ["train_tokens_per_s, train_tokens_per_s_recipe: not run on cuda unless named in --only"]
     kept, skipped = run.runnable(run.selected("train_epoch_s"), named=True, device="cpu", data=tmp_path)
     assert [names for _, names in kept] == [("train_epoch_s",)] and not skipped
 
@@ -87,7 +88,10 @@ def test_epoch_benchmark_runs_on_cuda_by_default_and_anywhere_when_named(tmp_pat
 def test_epoch_benchmark_without_data_is_skipped_or_refused_when_named(tmp_path):
     kept, skipped = run.runnable(run.selected(None), named=False, device="cuda", data=tmp_path / "missing")
     assert "train_epoch_s" not in {name for _, names in kept for name in names}
-    assert skipped == [f"train_epoch_s: no training data in {tmp_path / 'missing'} (--data)"]
+    assert skipped == [
+        f"{names}: no training data in {tmp_path / 'missing'} (--data)"
+        for names in ("train_tokens_per_s, train_tokens_per_s_recipe", "train_epoch_s")
+    ]
     with pytest.raises(SystemExit, match="no training files"):
         run.runnable(run.selected("train_epoch_s"), named=True, device="cpu", data=tmp_path / "missing")
 
