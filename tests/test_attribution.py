@@ -188,6 +188,19 @@ def test_figures_merge_words_by_adding_shares_and_escape_labels():
     assert [note.text for note in both.layout.annotations] == ["a", "b"]
 
 
+def test_figures_write_the_shares_only_in_cells_wide_enough_for_them():
+    short = ["▁a", "▁man", "▁rides", "</s>"]
+    rows = {"attention": np.full(len(short), 0.25), "ALTI+": np.linspace(0.1, 0.4, len(short))}
+    written = viz.attribution_rows(rows, short).data[0]
+    assert written.texttemplate == "%{z:.2f}" and "share %{z:.3f}" in written.hovertemplate
+    # a long sentence (34 pieces, as OPUS-MT cuts one): its numbers would run together, the hover keeps them
+    long = [f"▁w{index}" for index in range(33)] + ["</s>"]
+    rows = {"attention": np.full(len(long), 1 / len(long)), "ALTI+": np.linspace(0.0, 0.05, len(long))}
+    hovered = viz.attribution_rows(rows, long).data[0]
+    assert np.asarray(hovered.z).shape == (2, 34)
+    assert hovered.texttemplate is None and "share %{z:.3f}" in hovered.hovertemplate
+
+
 @pytest.mark.parametrize("name", [name for name, text in BAD_INPUTS.items() if text.strip()])  # else no trace
 def test_attribution_of_bad_inputs_never_crashes(tiny_checkpoint, name):
     translator = load_checkpoint(tiny_checkpoint, device="cpu")

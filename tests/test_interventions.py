@@ -19,7 +19,7 @@ from model.analysis.ablation import (
     mean_head_outputs,
 )
 from model.analysis.alignment import token_diff
-from model.analysis.importance import head_importance
+from model.analysis.importance import HeadImportance, head_importance
 from model.analysis.positional import (
     compare_positional,
     shuffle_source_words,
@@ -492,6 +492,30 @@ def test_importance_heatmap_and_ranking_table(translator):
     assert frame["drop"].is_monotonic_decreasing
     top = importance.ranking()[0][0]
     assert (frame.loc[0, "layer"], frame.loc[0, "head"]) == (top.layer, top.head)
+
+
+def hand_made_importance(layers: dict[str, int], n_heads: int) -> HeadImportance:
+    """Made-up drops for ``layers`` (kind -> layer count) of ``n_heads`` heads each; only the figure reads them."""
+    drops = {kind: np.linspace(-0.5, 1.0, n * n_heads).reshape(n, n_heads) for kind, n in layers.items()}
+    return HeadImportance("a b", ["\u2581a", "\u2581b"], [1, 5], ["<s>", "\u2581x"], "zero", -1.0, drops)
+
+
+def test_importance_heatmap_names_the_layers_on_the_first_panel_only():
+    # OPUS-MT's shape, 6 + 6 layers of 8 heads: the right panels' "layer N" labels ran into their left neighbours
+    figure = importance_heatmap(hand_made_importance({"encoder": 6, "decoder": 6, "cross": 6}, 8))
+    y_axes = [figure.layout.yaxis, figure.layout.yaxis2, figure.layout.yaxis3]
+    assert [axis.showticklabels for axis in y_axes] == [True, False, False]
+    assert list(y_axes[0].ticktext) == [f"layer {layer}" for layer in range(6)]
+    x_axes = [figure.layout.xaxis, figure.layout.xaxis2, figure.layout.xaxis3]
+    assert all(list(axis.ticktext) == [f"head {head}" for head in range(8)] for axis in x_axes)
+    # a deeper decoder: its panel's rows are not the encoder's, so it names its own; cross-attention's match it
+    deeper = importance_heatmap(hand_made_importance({"encoder": 3, "decoder": 6, "cross": 6}, 8))
+    shown = [
+        deeper.layout.yaxis.showticklabels,
+        deeper.layout.yaxis2.showticklabels,
+        deeper.layout.yaxis3.showticklabels,
+    ]
+    assert shown == [True, True, False]
 
 
 def test_positional_figures(translator):

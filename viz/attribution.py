@@ -20,6 +20,14 @@ from viz.style import ATTENTION_COLORSCALE, ROW_HEIGHT, base_layout, head_colour
 from viz.tokens import display_labels, select_tokens
 
 SHARE_COLOURS = {"colorscale": ATTENTION_COLORSCALE, "zmin": 0.0, "zmax": 1.0}
+# attribution_rows writes the shares in its cells only while a cell is SHARE_TEXT_PX wide ("0.42" takes about 22 px
+# at the cells' 9 px font) in ROWS_PLOT_WIDTH_PX, the cells' width in a full-width chart on the narrowest page the
+# explorer is laid out for: a 1280 px window with the sidebar open gives the chart about 780 px, the method names,
+# colour bar and margins take some 260 (estimated, not measured; viz.attention's GRID_PLOT_WIDTH_PX is the
+# measured width of a three-quarter column). So up to 21 source pieces are written; 34 left 15 px a cell and their
+# numbers ran together.
+ROWS_PLOT_WIDTH_PX = 520
+SHARE_TEXT_PX = 24
 
 
 def attribution_rows(
@@ -31,13 +39,17 @@ def attribution_rows(
     title: str = "",
 ) -> go.Figure:
     """One output word's share of each source piece under each method: one row per method (named by the keys of
-    ``rows``, each a (source pieces,) array), the weights written in the cells; ``title`` is plain text."""
+    ``rows``, each a (source pieces,) array); ``title`` is plain text.
+
+    The shares are written in the cells when the cells are wide enough for them (ROWS_PLOT_WIDTH_PX), and are
+    always in the hover.
+    """
     names = list(rows)
     table = np.stack([np.asarray(rows[name], dtype=float) for name in names])  # (methods, source pieces)
     shares = select_tokens(table, None, source_pieces, merge_words=merge_words, show_special=show_special)
     cells = weights_heatmap(
         shares.weights,
-        True,
+        len(shares.key_labels) * SHARE_TEXT_PX <= ROWS_PLOT_WIDTH_PX,
         "%{y}<br>source %{x}<br>share %{z:.3f}<extra></extra>",
         colorbar={"title": {"text": "share"}},
         **SHARE_COLOURS,

@@ -133,7 +133,9 @@ def importance_heatmap(importance: HeadImportance, *, title: str = "") -> go.Fig
     when that head alone is removed, on one colour scale centred at 0.
 
     Panels are titled with the kind in plain words; the figure title names the ablation, the colour
-    bar (written along it) what is measured.
+    bar (written along it) what is measured. A panel names its layers only when they differ from the
+    panel's to its left (so the first always does): with 8 heads there is no room between two panels
+    for the right one's "layer N" labels, which ran into the left one.
     """
     kinds = list(importance.drops)
     largest = max(float(np.abs(grid).max()) for grid in importance.drops.values()) or 1.0
@@ -143,6 +145,7 @@ def importance_heatmap(importance: HeadImportance, *, title: str = "") -> go.Fig
         subplot_titles=[KIND_TITLES[kind] for kind in kinds],
         horizontal_spacing=0.06,
     )
+    left_layers = None  # the layer count of the panel to the left
     for column, kind in enumerate(kinds, start=1):
         grid = importance.drops[kind]
         n_layers, n_heads = grid.shape
@@ -162,7 +165,8 @@ def importance_heatmap(importance: HeadImportance, *, title: str = "") -> go.Fig
         )
         x_axis, y_axis = layer_head_axes(n_layers, n_heads)
         figure.update_xaxes(x_axis, row=1, col=column)
-        figure.update_yaxes(y_axis, row=1, col=column)
+        figure.update_yaxes({**y_axis, "showticklabels": n_layers != left_layers}, row=1, col=column)
+        left_layers = n_layers
     figure.update_layout(
         coloraxis={
             "colorscale": IMPORTANCE_COLORSCALE,
