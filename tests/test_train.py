@@ -228,6 +228,10 @@ def test_init_from_continues_from_a_saved_checkpoint_and_keeps_its_history(corpu
 
     with pytest.raises(SystemExit, match="--init-from starts a new run"):
         train_module.main(["--out", str(second), "--resume", "--init-from", str(first / "final")])
+    swapped = [*continue_options, "--src-lang", "tgt", "--tgt-lang", "src"]
+    swapped[swapped.index("--out") + 1] = str(tmp_path / "swapped")
+    with pytest.raises(SystemExit, match="translates src -> tgt, not tgt -> src"):
+        train_module.main(swapped)
     with pytest.raises(SystemExit, match="--init-from: .*config.json: file is missing"):
         train_module.main(["--data", str(corpus), "--out", str(tmp_path / "third"), "--init-from", str(tmp_path)])
 

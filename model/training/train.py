@@ -136,13 +136,21 @@ def earlier_history(card: dict[str, Any]) -> list[dict[str, Any]]:
 
 def read_start_checkpoint(args: argparse.Namespace) -> tuple[dict[str, torch.Tensor], Tokenizer]:
     """For --init-from: the checkpoint's weights (fp32) and tokenizer. Its architecture and training history
-    go into the run's arguments (args.json), where a --resume of the new run finds them."""
+    go into the run's arguments (args.json), where a --resume of the new run finds them. A checkpoint whose
+    card names other languages than --src-lang / --tgt-lang is refused: its tokenizer and weights would not fit."""
     try:
         model, tokenizer = build_model(Path(args.init_from))
     except CheckpointError as error:
         raise SystemExit(f"--init-from: {error}") from error
+    card = read_card(Path(args.init_from))
+    languages = (card.get("source_language"), card.get("target_language"))
+    if None not in languages and languages != (args.src_lang, args.tgt_lang):
+        raise SystemExit(
+            f"--init-from: {args.init_from} translates {languages[0]} -> {languages[1]}, "
+            f"not {args.src_lang} -> {args.tgt_lang} (--src-lang, --tgt-lang)"
+        )
     args.init_config = model.config.to_dict()
-    args.init_history = earlier_history(read_card(Path(args.init_from)))
+    args.init_history = earlier_history(card)
     return model.state_dict(), tokenizer
 
 
