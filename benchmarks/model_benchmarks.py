@@ -22,7 +22,7 @@ from model.interop import export_torch
 from model.interop.marian import marian_config
 from model.interop.torch_transformer import tutorial_logits
 from model.tokenizer import Tokenizer
-from model.training.data import collate, encode_examples, read_parallel, split_file, token_batches
+from model.training.data import Example, collate, encode_examples, read_parallel, split_file, token_batches
 from model.training.optimization import train_step
 from model.transformer import Transformer
 from model.translator import Translator
@@ -473,17 +473,23 @@ def train_tokens_vs_torch(ctx: Context) -> list[Record]:
     ]
 
 
+def training_examples(ctx: Context, limit: int | None = None) -> tuple[list[Example], tuple[str, str]]:
+    """The subject's training examples (the first ``limit`` pairs of --data's train split, in the checkpoint card's
+    languages), encoded as ``python -m model.train`` encodes them, and the languages."""
+    translator = ctx.subject.translator
+    languages = (translator.card.get("source_language", "en"), translator.card.get("target_language", "de"))
+    pairs = read_parallel(*(split_file(ctx.data, "train", language) for language in languages))[:limit]
+    return encode_examples(pairs, translator.tokenizer, translator.config), languages
+
+
 def train_epoch_s(ctx: Context) -> list[Record]:
     """Wall time of one training epoch over the Multi30k training split: every batch ``python -m model.train``
     would make (token-bucketed, --max-tokens 4096, its seed), each collated, moved to the device and passed through
     model.training.optimization.train_step (bf16 autocast on CUDA, as there), ours and the tutorial nn.Transformer
     in turns."""
     device = ctx.subject.device
-    translator = ctx.subject.translator
-    config = translator.config
-    languages = (translator.card.get("source_language", "en"), translator.card.get("target_language", "de"))
-    pairs = read_parallel(*(split_file(ctx.data, "train", language) for language in languages))
-    examples = encode_examples(pairs, translator.tokenizer, config)
+    config = ctx.subject.translator.config
+    examples, languages = training_examples(ctx)
     batches = token_batches(examples, MAX_TOKENS, seed=EPOCH_SEED)
     pair = TrainingPair(ctx.subject.model, device)
     pad = config.pad_id

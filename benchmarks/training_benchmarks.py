@@ -19,9 +19,10 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 from benchmarks.context import Context
+from benchmarks.model_benchmarks import training_examples
 from benchmarks.records import Check, Record
 from benchmarks.subject import REPO
-from model.training.data import collate, encode_examples, read_parallel, split_file, token_batches
+from model.training.data import collate, token_batches
 from model.training.optimization import train_step
 from model.transformer import Transformer
 
@@ -51,11 +52,8 @@ def matmul_peak_flops(threads: int, size: int = 1024, repeats: int = 20) -> floa
 def flops_per_target_token(ctx: Context, max_tokens: int) -> float:
     """Model FLOPs (forward and backward, as torch's FLOP counter counts them) per target token of one training
     step on the first batch ``python -m model.train`` would make of the corpus."""
-    translator = ctx.subject.translator
-    config = translator.config
-    languages = (translator.card.get("source_language", "en"), translator.card.get("target_language", "de"))
-    pairs = read_parallel(*(split_file(ctx.data, "train", language) for language in languages))[:2000]
-    examples = encode_examples(pairs, translator.tokenizer, config)
+    config = ctx.subject.translator.config
+    examples, _ = training_examples(ctx, limit=2000)
     batch = token_batches(examples, max_tokens, seed=1)[0]
     src, tgt = collate([examples[i] for i in batch], config.pad_id)
     model = Transformer(config).train()

@@ -28,8 +28,8 @@ KVCache = dict[str, torch.Tensor]
 class Dropout(nn.Dropout):
     """nn.Dropout (section 5.4) with a faster mask on the CPU: the same distribution (each element kept with
     probability 1 - p and scaled by 1 / (1 - p)), drawn as ``rand >= p`` instead of PyTorch's CPU
-    ``bernoulli_``, which is about twice as slow as this mask (F.dropout 8.3 ms, this 4.1 ms on a
-    786,432-element tensor, 2 threads); a training step of the shipped model gains about 6%
+    ``bernoulli_``, which is about 1.5 times as slow as this mask (F.dropout 8.0 ms, this 5.1 ms on a
+    786,432-element tensor, 2 idle threads); a training step of the shipped model gains about 6%
     (benchmarks: train_tokens_per_s). CUDA keeps PyTorch's fused kernel."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -12,6 +12,7 @@ import json
 import pickle
 import re
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -77,15 +78,22 @@ def headings(app: AppTest) -> list[str]:
     return [markdown.value.removeprefix("### ") for markdown in app.markdown if markdown.value.startswith("### ")]
 
 
-@pytest.fixture(scope="module")
-def page(tiny_checkpoint) -> AppTest:
-    """One page for every bad input, on the shared tiny checkpoint, with a short output limit."""
+def short_output_page(checkpoint: Path, view: str | None = None) -> Iterator[AppTest]:
+    """A page on ``checkpoint`` with a short output limit, on ``view`` when given, for a module of bad inputs."""
     with pytest.MonkeyPatch.context() as patch:
-        patch.setenv(CHECKPOINTS_ENV, str(tiny_checkpoint.parent))
+        patch.setenv(CHECKPOINTS_ENV, str(checkpoint.parent))
         app = AppTest.from_file(APP, default_timeout=60).run()
         app.number_input(key="max_len").set_value(MAX_OUTPUT).run()
+        if view:
+            app.segmented_control(key="view").set_value(view).run()
         assert_ok(app)
         yield app
+
+
+@pytest.fixture(scope="module")
+def page(tiny_checkpoint) -> Iterator[AppTest]:
+    """One page for every bad input, on the shared tiny checkpoint."""
+    yield from short_output_page(tiny_checkpoint)
 
 
 @pytest.fixture(scope="module")
@@ -126,15 +134,9 @@ def test_over_long_input_is_cut_with_a_notice(page, name):
 
 
 @pytest.fixture(scope="module")
-def word_sources_page(tiny_checkpoint) -> AppTest:
-    """The Word sources view (every attribution method at once) on the tiny checkpoint, with a short output limit."""
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv(CHECKPOINTS_ENV, str(tiny_checkpoint.parent))
-        app = AppTest.from_file(APP, default_timeout=60).run()
-        app.number_input(key="max_len").set_value(MAX_OUTPUT).run()
-        app.segmented_control(key="view").set_value("attribution").run()
-        assert_ok(app)
-        yield app
+def word_sources_page(tiny_checkpoint) -> Iterator[AppTest]:
+    """The Word sources view (every attribution method at once) on the tiny checkpoint."""
+    yield from short_output_page(tiny_checkpoint, "attribution")
 
 
 @pytest.mark.parametrize("name", BAD_INPUTS)

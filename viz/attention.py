@@ -25,6 +25,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from model.analysis.attribution import attention_rollout
 from viz.presenter import SUBPLOT_TITLE_SIZE
 from viz.style import ATTENTION_COLORSCALE, ROW_HEIGHT, base_layout, head_colour, shared_layout, white_figure
 from viz.tokens import MARKED_PIECES, TokenAttention, display_piece, display_text, select_tokens
@@ -408,30 +409,6 @@ def max_over_heads(weights: np.ndarray) -> np.ndarray:
     Rows need not sum to 1.
     """
     return np.asarray(weights).max(axis=-3)
-
-
-def attention_rollout(stack: np.ndarray, residual: float = 0.5) -> np.ndarray:
-    """Attention rollout (Abnar & Zuidema, 2020) after each layer: (layers, heads, N, N) -> (layers, N, N).
-
-    Each layer's head-averaged attention is mixed with the identity for the residual
-    connection, A' = (1 - residual) * A + residual * I, rows renormalised, and the layers are
-    multiplied in order: R_0 = A'_0, R_l = A'_l @ R_(l-1). Row i of R_l estimates how much of
-    position i's representation after layer l comes from each input token. It needs square
-    self-attention: for decoder self-attention it only follows the flow among target tokens
-    and ignores what enters from the source through cross-attention.
-    """
-    stack = np.asarray(stack, dtype=np.float64)
-    if stack.shape[-1] != stack.shape[-2]:
-        raise ValueError(f"rollout needs self-attention (queries == keys), got shape {stack.shape}")
-    identity = np.eye(stack.shape[-1])
-    rollout = identity
-    results = []
-    for layer_attention in mean_over_heads(stack):
-        mixed = (1.0 - residual) * layer_attention + residual * identity
-        mixed /= mixed.sum(axis=-1, keepdims=True)
-        rollout = mixed @ rollout
-        results.append(rollout)
-    return np.stack(results)
 
 
 def aggregate_figure(

@@ -184,22 +184,36 @@ def attribute(model: Transformer, trace: Trace, method: str) -> Attribution:
 
 
 def attention_rollout(stack: np.ndarray, residual: float = ROLLOUT_RESIDUAL) -> np.ndarray:
-    """Abnar & Zuidema's rollout through self-attention layers (layers, heads, N, N) -> (N, N): each layer's mean-head
-    attention mixed with the identity for the residual, A' = (1 − residual) A + residual I, rows renormalised,
-    multiplied in layer order (A'_last ... A'_0); no layers: the identity."""
-    rollout = np.eye(stack.shape[-1])
-    for layer_attention in np.asarray(stack, dtype=np.float64).mean(axis=1):
-        mixed = (1.0 - residual) * layer_attention + residual * np.eye(len(rollout))
+    """Attention rollout (Abnar & Zuidema, 2020) after each layer: (layers, heads, N, N) -> (layers, N, N).
+
+    Each layer's head-averaged attention is mixed with the identity for the residual
+    connection, A' = (1 - residual) * A + residual * I, rows renormalised, and the layers are
+    multiplied in order: R_0 = A'_0, R_l = A'_l @ R_(l-1). Row i of R_l estimates how much of
+    position i's representation after layer l comes from each input token. It needs square
+    self-attention: for decoder self-attention it only follows the flow among target tokens
+    and ignores what enters from the source through cross-attention. (The aggregate view,
+    viz.aggregate_figure, draws it too.)
+    """
+    stack = np.asarray(stack, dtype=np.float64)
+    if stack.shape[-1] != stack.shape[-2]:
+        raise ValueError(f"rollout needs self-attention (queries == keys), got shape {stack.shape}")
+    identity = np.eye(stack.shape[-1])
+    rollout = identity
+    results = []
+    for layer_attention in stack.mean(axis=1):
+        mixed = (1.0 - residual) * layer_attention + residual * identity
         rollout = (mixed / mixed.sum(axis=-1, keepdims=True)) @ rollout
-    return rollout
+        results.append(rollout)
+    return np.stack(results) if results else np.empty((0, *identity.shape))
 
 
 def attention_baseline(trace: Trace) -> Attribution:
     """The baseline, read from the trace: the last decoder layer's cross-attention, mean over heads, and for
     comparison its rollout through the encoder (module docstring). The per-head weights are the trace's own."""
     cross = trace.attention_stack("cross").astype(np.float64)  # (layers, heads, steps, source pieces)
-    has_encoder = bool(trace.attention_names("encoder"))
-    encoder_rollout = attention_rollout(trace.attention_stack("encoder")) if has_encoder else np.eye(cross.shape[-1])
+    encoder_rollout = np.eye(cross.shape[-1])  # a model without encoder layers passes the source on unmixed
+    if trace.attention_names("encoder"):
+        encoder_rollout = attention_rollout(trace.attention_stack("encoder"))[-1]
     per_layer = cross.mean(axis=1)  # (layers, steps, source pieces)
     return Attribution(
         "attention",

@@ -19,6 +19,7 @@ from pathlib import Path
 from model.training.state import STATE_FILE
 
 RUN_CONTROL = ("epochs", "max_minutes", "quiet", "device", "threads", "patience")
+DEFAULT_DROPOUT = 0.3  # --dropout of a new model; with --init-from the checkpoint's stays unless given
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -65,7 +66,8 @@ def build_parser() -> argparse.ArgumentParser:
     arch.add_argument(
         "--dropout",
         type=float,
-        help="dropout on sublayer outputs and embeddings (default 0.3; with --init-from the checkpoint's)",
+        help=f"dropout on sublayer outputs and embeddings (default {DEFAULT_DROPOUT}; with --init-from the "
+        "checkpoint's)",
     )
     arch.add_argument(
         "--attention-dropout",

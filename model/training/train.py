@@ -35,7 +35,7 @@ from model.tokenizer import Tokenizer, train_sentencepiece
 from model.training.data import Example, collate, encode_examples, read_parallel, split_file, token_batches
 from model.training.distributed import Run
 from model.training.optimization import average_weights, inverse_sqrt, train_step, weights_of
-from model.training.options import build_parser, run_arguments
+from model.training.options import DEFAULT_DROPOUT, build_parser, run_arguments
 from model.training.state import STATE_FILE, load_state, save_state
 from model.training.validation import greedy_bleu, validation_loss
 from model.transformer import Transformer
@@ -80,9 +80,6 @@ def get_tokenizer(args: argparse.Namespace, out: Path, train: list[tuple[str, st
         tokenizer.save(out)
     run.barrier()
     return Tokenizer.load(out)
-
-
-DEFAULT_DROPOUT = 0.3
 
 
 def make_config(args: argparse.Namespace, tokenizer: Tokenizer) -> TransformerConfig:
