@@ -38,8 +38,15 @@ def route(ctx: PageContext) -> None:
     bind("view", choices[0], choices)
     quiz = st.session_state.view == "quiz"
     translation_section(ctx, hide_output=quiz)
-    view = st.segmented_control(
-        "View", choices, format_func=views.label, required=True, key="view", label_visibility="collapsed"
+    # in presenter mode the picker is in the sidebar under the sentence (ctx.controls): the main area is the slide
+    picker = ctx.controls if ctx.controls is not None else st
+    view = picker.segmented_control(
+        "View",
+        choices,
+        format_func=views.label,
+        required=True,
+        key="view",
+        label_visibility="collapsed" if ctx.controls is None else "visible",
     )
     views.render(view, ctx)
     if not presenting():

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from streamlit.delta_generator import DeltaGenerator
+
 from explorer.compute import TraceKey
 from model.checkpoint import CheckpointEntry
 from model.config import TransformerConfig
@@ -56,6 +58,9 @@ class PageContext:
     display: Display
     first_head: tuple[int, int]  # the cross-attention (layer, head) the page opens on
     lesson: Lesson = field(default_factory=Lesson)
+    # where the sentence box and the view picker are drawn: None for the page's own flow, in presenter mode a
+    # slot in the sidebar (explorer.sidebar.presenter_toggle)
+    controls: DeltaGenerator | None = None
 
     @property
     def config(self) -> TransformerConfig:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 import streamlit as st
+from streamlit.delta_generator import DeltaGenerator
 
 import viz
 from explorer.components import svg_download
@@ -36,14 +37,17 @@ def use_example() -> None:
         st.session_state.example = None
 
 
-def source_section(card: dict) -> tuple[str, str | None]:
-    """The sentence box (Enter translates) with example sentences beside it and, with teacher forcing, the target."""
+def source_section(card: dict, controls: DeltaGenerator | None) -> tuple[str, str | None]:
+    """The sentence box (Enter translates) with example sentences beside it and, with teacher forcing, the target.
+
+    In presenter mode the box alone, in ``controls`` (the sidebar's slot).
+    """
     examples = card_examples(card)
     bind("sentence", examples[0])
     about_the_model = learned_from(card)
     if about_the_model and not presenting():
         st.caption(about_the_model)
-    box, picker = st.columns([3, 1], vertical_alignment="bottom") if not presenting() else (st.container(), None)
+    box, picker = (controls, None) if controls is not None else st.columns([3, 1], vertical_alignment="bottom")
     text = box.text_input("Source sentence", key="sentence", help=EXPLANATIONS["sentence"])
     if picker is not None:
         picker.selectbox(
@@ -112,13 +116,13 @@ def first_head(entry: CheckpointEntry, key: ModelKey) -> tuple[int, int]:
 
 def open_page() -> PageContext | None:
     """The sidebar and the sentence, translated: the context every view draws from (None without a sentence)."""
-    presenter_toggle()
+    controls = presenter_toggle()
     entry, model_key, translator = checkpoint_picker()
     fit_sentence(translator)
     decoding, display = settings_controls(translator.config.max_len)
     with st.sidebar:
         svg_download.mount()  # draws nothing: it adds the SVG button to every chart's toolbar
-    text, target = source_section(entry.card)
+    text, target = source_section(entry.card, controls)
     if not text.strip():
         st.session_state.translation = ""
         st.info("Type a sentence in the box above (or pick an example) to see its translation and attention.")
@@ -130,7 +134,7 @@ def open_page() -> PageContext | None:
             "Type a target sentence to see the attention the model gives it; until then the model translates freely."
         )
     st.session_state.translation = trace.translation
-    return PageContext(entry, translator, trace, trace_key, display, first_head(entry, model_key), Lesson())
+    return PageContext(entry, translator, trace, trace_key, display, first_head(entry, model_key), Lesson(), controls)
 
 
 def translation_section(ctx: PageContext, hide_output: bool) -> None:
@@ -154,7 +158,9 @@ def translation_section(ctx: PageContext, hide_output: bool) -> None:
         st.markdown("**Your target** (teacher forcing: the model reads these tokens; it did not write them)")
         st.markdown(f"### :orange[{escape_markdown(trace.translation) or '(empty)'}]")
     else:
-        st.markdown(f"**Translation** ({ctx.mode})")
+        # on the slide the sentence box is in the sidebar, which a teacher may fold away: the source goes with it
+        source = f"“{escape_markdown(trace.source_text)}” → " if ctx.controls is not None else ""
+        st.markdown(f"{source}**Translation** ({ctx.mode})")
         st.markdown(f"### {escape_markdown(trace.translation) or '(empty)'}")
 
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import streamlit as st
+from streamlit.delta_generator import DeltaGenerator
 
 from explorer import views
 from explorer.compute import ModelKey, folder_stamp, list_checkpoints, load_translator
@@ -65,14 +66,19 @@ def start_lesson() -> None:
         st.session_state.step = 0
 
 
-def presenter_toggle() -> None:
+def presenter_toggle() -> DeltaGenerator | None:
+    """The presenter-mode toggle. Returns where the sentence box and the view picker go: None for the page's own flow;
+    in presenter mode a slot in the sidebar under the toggle, so that the main area is the slide (the translation
+    and the view) and a 1280x800 projector shows the step's attention without scrolling."""
     bind("presenter")
     if not presenting():
         st.sidebar.title("Attention explorer")
         st.html(PAGE_CSS)
     st.sidebar.toggle("Presenter mode", key="presenter", help=EXPLANATIONS["presenter"], on_change=start_lesson)
-    if presenting():
-        st.html(PRESENTER_CSS)
+    if not presenting():
+        return None
+    st.html(PRESENTER_CSS)
+    return st.sidebar.container()
 
 
 def checkpoint_picker() -> tuple[CheckpointEntry, ModelKey, Translator]:

@@ -515,8 +515,10 @@ return {title: gd.layout.title.text, top: box.top, bottom: box.bottom, rows: gd.
 
 PRESENTER_TOP = """
 const header = document.querySelector("[data-testid='stHeader']").getBoundingClientRect();
-const label = document.querySelector("[data-testid='stTextInput'] label").getBoundingClientRect();
-return [header.bottom, label.top];
+const slide = document.querySelector("[data-testid='stMain'] [data-testid='stMarkdownContainer']");
+const sidebar = document.querySelector("[data-testid='stSidebar']");
+const box = sidebar.querySelector("input[aria-label='Source sentence']");
+return [header.bottom, slide.getBoundingClientRect().top, slide.innerText, box && box.value];
 """
 
 
@@ -567,7 +569,8 @@ def test_first_screen_at_1280x800_shows_the_translation_and_cross_attention_and_
         wait_until(driver, lambda d: step_text(d).startswith("Step 1 of"), "presenter mode did not start at step 1")
         box = wait_until(driver, lambda d: d.execute_script(FIRST_CHART_BOX), "the step's chart never drew")
         assert box["title"].startswith("Step 1: cross-attention")
-        assert box["translation_bottom"] < box["top"] < 800 - 3 * 40  # at least three of its rows in view
-        header_bottom, sentence_top = driver.execute_script(PRESENTER_TOP)
-        assert header_bottom <= sentence_top  # nothing of the slide under Streamlit's header
+        assert box["translation_bottom"] < box["top"] < box["bottom"] <= 800  # every head's row in view
+        header_bottom, slide_top, slide_first_line, sidebar_sentence = driver.execute_script(PRESENTER_TOP)
+        assert header_bottom <= slide_top  # nothing of the slide under Streamlit's header
+        assert sidebar_sentence and slide_first_line.startswith(f"“{sidebar_sentence}” →")  # the source on the slide
         assert console_errors(driver) == []

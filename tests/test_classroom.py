@@ -317,6 +317,11 @@ def test_presenter_mode_shows_one_view_large_with_keyboard_steps(app, new_app, c
     assert normal_sidebar == ["Model", "Decoding", "Display"] and [h.value for h in app.sidebar.header] == ["Model"]
     assert not app.dataframe and not app.get("download_button") and not app.title
     assert app.segmented_control(key="view").value == "steps" and app.session_state["step"] == 0
+    # the controls in the sidebar, the slide in the main area: the source goes with the translation
+    assert app.sidebar.text_input(key="sentence") and app.sidebar.segmented_control(key="view")
+    assert not app.main.text_input and not app.main.segmented_control
+    source = app.text_input(key="sentence").value
+    assert app.main.markdown[0].value.startswith(f"“{escape_markdown(source)}” → **Translation**")
     # the view on screen, alone; the step's attention first (the first screen of a projector), then the bars
     assert chart_titles(app) == [
         "Step 1: cross-attention, layer 1",
@@ -345,6 +350,7 @@ def test_presenter_mode_shows_one_view_large_with_keyboard_steps(app, new_app, c
     assert chart_titles(app) == ["Decoder layer 1 – cross-attention – head 0"]  # the page's first head
     app.toggle(key="presenter").set_value(False).run()
     assert app.toggle(key="merge_words").value is True and app.segmented_control(key="view").value == "cross"
+    assert app.main.text_input(key="sentence").value == source and app.main.segmented_control(key="view")
 
 
 def test_how_to_read_panels_carry_the_caveat_on_every_attention_view(app):
