@@ -54,6 +54,38 @@ def test_token_embedding_scaled_by_sqrt_d_model():
     assert torch.allclose(embed(ids), embed.embedding.weight[ids] * 4.0)
 
 
+def relative_position_spread(states: torch.Tensor) -> float:
+    """How far a sentence's positions are apart, relative to their size (0: one vector for every position)."""
+    return float((states - states.mean(1, keepdim=True)).norm(dim=-1).mean() / states.norm(dim=-1).mean())
+
+
+def test_fresh_token_embeddings_outweigh_the_positional_encoding_and_the_encoder_keeps_positions_apart():
+    """fairseq's N(0, 1/d_model) embedding init: Xavier's (std 0.016 for 8,000 x 128) left the positional
+    encoding four times the token, and a German->English run's encoder collapsed to one vector a sentence."""
+    torch.manual_seed(0)
+    config = TransformerConfig(
+        src_vocab_size=8000,
+        tgt_vocab_size=8000,
+        d_model=128,
+        n_heads=4,
+        d_ff=256,
+        n_encoder_layers=4,
+        n_decoder_layers=4,
+        share_embeddings=True,
+        tie_output=True,
+        output_bias=False,
+    )
+    model = Transformer(config).eval()
+    ids = torch.randint(4, 8000, (8, 14))
+    tokens = model.encoder.embed(ids)
+    assert tokens.std().item() == pytest.approx(1.0, abs=0.05)  # unit variance after the sqrt(d_model) scale
+    assert tokens.norm(dim=-1).mean() > 1.3 * model.encoder.positional.encoding[:14].norm(dim=-1).mean()
+    assert model.generator.weight is model.encoder.embed.embedding.weight  # tying survives the init
+    with torch.no_grad():
+        states = model.encoder(ids, None)
+    assert relative_position_spread(states) > 0.25  # Xavier-initialised embeddings: 0.14
+
+
 @pytest.mark.parametrize("variant", VARIANTS)
 @pytest.mark.parametrize("pad", [False, True])
 @pytest.mark.parametrize("dtype,tolerance", [(torch.float32, 1e-5), (torch.float64, 1e-9)])
