@@ -20,13 +20,13 @@ def model() -> Transformer:
     torch.manual_seed(1)
     model = Transformer(small_config(24, d_model=16, n_heads=2, d_ff=32)).eval()
     with torch.no_grad():
-        model.generator.bias[model.config.eos_id] = 2.5
+        model.generator.bias[model.config.eos_id] = 2.0
     return model
 
 
 @pytest.fixture(scope="module")
 def sources() -> torch.Tensor:
-    src = torch.randint(4, 24, (3, 7), generator=torch.Generator().manual_seed(5))
+    src = torch.randint(4, 24, (6, 7), generator=torch.Generator().manual_seed(5))
     src[1, 4:] = 0  # a padded sentence in the batch
     return src
 

@@ -20,7 +20,7 @@ import random
 import shlex
 import sys
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -425,7 +425,7 @@ def write_final(training: Training, elapsed: float) -> None:
         "train_command": args.command,
         "hardware": this_run["hardware"],
         "wall_time_s": this_run["wall_time_s"],
-        "config": asdict(training.config),
+        "config": training.config.to_dict(),  # as config.json writes it
         # every run that made these weights, oldest first; model.evaluate --card-split adds scores to the last
         "history": [*getattr(args, "init_history", []), {k: v for k, v in this_run.items() if v is not None}],
     }
