@@ -509,6 +509,7 @@ if (!area || !heading) return null;
 const box = area.getBoundingClientRect();
 return {title: gd.layout.title.text, top: box.top, bottom: box.bottom, rows: gd.layout.yaxis.ticktext,
         columns: gd.layout.xaxis.ticktext, translation_bottom: heading.getBoundingClientRect().bottom,
+        labels_bottom: gd.querySelector('.xaxislayer-above').getBoundingClientRect().bottom,
         viewport: [window.innerWidth, window.innerHeight]};
 """
 
@@ -570,6 +571,7 @@ def test_first_screen_at_1280x800_shows_the_translation_and_cross_attention_and_
         box = wait_until(driver, lambda d: d.execute_script(FIRST_CHART_BOX), "the step's chart never drew")
         assert box["title"].startswith("Step 1: cross-attention")
         assert box["translation_bottom"] < box["top"] < box["bottom"] <= 800  # every head's row in view
+        assert box["bottom"] < box["labels_bottom"] <= 800  # and the source pieces under them
         header_bottom, slide_top, slide_first_line, sidebar_sentence = driver.execute_script(PRESENTER_TOP)
         assert header_bottom <= slide_top  # nothing of the slide under Streamlit's header
         assert sidebar_sentence and slide_first_line.startswith(f"“{sidebar_sentence}” →")  # the source on the slide

@@ -11,6 +11,9 @@ from explorer.copy import pieces_markdown
 from explorer.state import bind, presenting, write_url_after_fragment
 from explorer.widgets import how_to_read, show_figure
 
+# Presenter mode's step cross-attention before viz.enlarge (x1.6): title and source labels, then 22 px a row
+PRESENTER_BASE_HEIGHT, PRESENTER_HEAD_ROW = 200, 14
+
 
 def move_step(delta: int, n_steps: int) -> None:
     st.session_state.step = min(max(st.session_state.get("step", 0) + delta, 0), n_steps - 1)
@@ -81,8 +84,10 @@ def render(ctx: PageContext) -> None:
         title=f"Step {step.step + 1}: cross-attention, layer {layer}",
     )
     with figures:
-        # the bars beside the source attention; in presenter mode the attention first and wider
+        # the bars beside the source attention; in presenter mode the attention first and wider, with rows low
+        # enough that a 1280x800 projector shows every head and the source pieces under them
         if presenting():
+            cross.update_layout(height=PRESENTER_BASE_HEIGHT + PRESENTER_HEAD_ROW * (len(step.cross_rows) + 1))
             source, top = st.columns([2, 1])
         else:
             top, source = st.columns([1, 2])
