@@ -61,7 +61,7 @@ def relative_position_spread(states: torch.Tensor) -> float:
 
 def test_fresh_token_embeddings_outweigh_the_positional_encoding_and_the_encoder_keeps_positions_apart():
     """fairseq's N(0, 1/d_model) embedding init: Xavier's (std 0.016 for 8,000 x 128) left the positional
-    encoding four times the token, and a German->English run's encoder collapsed to one vector a sentence."""
+    encoding four times the token at the input, so that every sentence started out looking alike."""
     torch.manual_seed(0)
     config = TransformerConfig(
         src_vocab_size=8000,

@@ -11,7 +11,7 @@ from explorer.copy import pieces_markdown
 from explorer.state import bind, presenting, write_url_after_fragment
 from explorer.widgets import how_to_read, show_figure
 
-# Presenter mode's step cross-attention before viz.enlarge (x1.6): title and source labels, then 22 px a row
+# Presenter mode's step cross-attention, in px before viz.enlarge (x1.6): title and source labels, then each row
 PRESENTER_BASE_HEIGHT, PRESENTER_HEAD_ROW = 200, 14
 
 
