@@ -11,10 +11,13 @@ from pathlib import Path
 
 import pytest
 import sacrebleu
+from streamlit.testing.v1 import AppTest
 
+from explorer import views
 from model import load_checkpoint
 from model.checkpoint import read_config
 from model.training.data import read_lines
+from tests.app_utils import APP, assert_ok, chart_titles
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO.parent / "shared" / "data" / "multi30k"
@@ -57,3 +60,19 @@ def test_translates_twenty_test_sentences_above_the_floor(shipped):
     hypotheses = translator.translate_batch(sources, beam_size=5)
     score = sacrebleu.corpus_bleu(hypotheses, [references], lowercase=True).score
     assert score >= floor, f"{name}: lowercased BLEU {score:.1f} on 20 test sentences, floor {floor}"
+
+
+def test_every_view_draws_the_shipped_model(shipped):
+    """Post-norm (English->German) and pre-norm (German->English) alike: each view opens on the checkpoint's own
+    example without an error, and the attention views draw charts."""
+    name, _, _ = shipped
+    app = AppTest.from_file(APP, default_timeout=120)
+    app.query_params["checkpoint"] = name
+    app.run()
+    assert app.selectbox(key="checkpoint").value == name
+    for view in views.choices(presenting=False):
+        app.segmented_control(key="view").set_value(view).run()
+        assert_ok(app)
+        assert not app.error, (view, [error.value for error in app.error])
+        if view in ("cross", "steps", "encoder", "decoder"):
+            assert chart_titles(app), view

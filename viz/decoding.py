@@ -76,12 +76,13 @@ def step_attention(
     show_special: bool = True,
     annotate: bool = False,
     title: str = "",
+    row_height: int = ROW_HEIGHT,
 ) -> go.Figure:
     """One decoding step's attention over the keys: one row per head and their mean on the last row.
 
     ``rows`` is (heads, keys): e.g. Trace.attention_stack("cross")[layer, :, t, :] for what the
     step looks at in the source, or attention_stack("decoder")[layer, :, t, : t + 1] for the
-    target so far.
+    target so far. ``row_height``: pixels a row adds to the figure's height.
     """
     rows = np.asarray(rows)
     table = np.concatenate([rows, rows.mean(axis=0, keepdims=True)], axis=0)  # (heads + 1, keys)
@@ -112,6 +113,6 @@ def step_attention(
             "ticktext": row_names,
             "autorange": "reversed",
         },
-        **shared_layout(html.escape(title), 200 + ROW_HEIGHT * len(row_names)),
+        **shared_layout(html.escape(title), 200 + row_height * len(row_names)),
     }
     return white_figure(heatmap, layout)

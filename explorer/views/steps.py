@@ -11,8 +11,9 @@ from explorer.copy import pieces_markdown
 from explorer.state import bind, presenting, write_url_after_fragment
 from explorer.widgets import how_to_read, show_figure
 
-# Presenter mode's step cross-attention, in px before viz.enlarge (x1.6): title and source labels, then each row
-PRESENTER_BASE_HEIGHT, PRESENTER_HEAD_ROW = 200, 14
+# Presenter mode's step cross-attention rows, in px before viz.enlarge (x1.6): low enough that a 1280x800 projector
+# shows every head and the source pieces under them
+PRESENTER_ROW_HEIGHT = 14
 
 
 def move_step(delta: int, n_steps: int) -> None:
@@ -82,12 +83,11 @@ def render(ctx: PageContext) -> None:
         trace.source_pieces,
         **display.options(),
         title=f"Step {step.step + 1}: cross-attention, layer {layer}",
+        **({"row_height": PRESENTER_ROW_HEIGHT} if presenting() else {}),
     )
     with figures:
-        # the bars beside the source attention; in presenter mode the attention first and wider, with rows low
-        # enough that a 1280x800 projector shows every head and the source pieces under them
+        # the bars beside the source attention; in presenter mode the attention first and wider
         if presenting():
-            cross.update_layout(height=PRESENTER_BASE_HEIGHT + PRESENTER_HEAD_ROW * (len(step.cross_rows) + 1))
             source, top = st.columns([2, 1])
         else:
             top, source = st.columns([1, 2])
