@@ -187,7 +187,8 @@ class Transformer(nn.Module):
         for parameter in self.parameters():
             if parameter.dim() > 1:
                 nn.init.xavier_uniform_(parameter)
-        for embed in (self.encoder.embed, self.decoder.embed):  # one table when shared: drawn twice, harmlessly
+        # a shared table is drawn once: a second draw would change what every seeded model (the tests') gets
+        for embed in dict.fromkeys((self.encoder.embed, self.decoder.embed)):
             nn.init.normal_(embed.embedding.weight, mean=0.0, std=self.config.d_model**-0.5)
 
     def padding_allowed(self, ids: torch.Tensor, target: bool = False, start: int = 0) -> torch.Tensor | None:
