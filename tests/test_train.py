@@ -107,6 +107,7 @@ def test_training_learns_the_reverse_task(reference_run, corpus):
     assert exact >= 0.95, f"{exact:.1%} exact on held-out sequences; e.g. {wrong[:5]}"
     card = json.loads((reference_run / "final" / "card.json").read_text())
     assert card["averaged_epochs"] and card["valid_bleu_greedy"] > 90
+    assert card["final_weights"] == f"the average of {card['averaged_epochs'][0]}-{card['averaged_epochs'][-1]}"
     assert card["config"] == json.loads((reference_run / "final" / "config.json").read_text())  # the files' own
 
 

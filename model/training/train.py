@@ -394,13 +394,21 @@ def write_final(training: Training, elapsed: float) -> None:
     model.eval()
     translator = Translator(model, training.tokenizer, device)  # a fresh one: no CPU copy of earlier weights
     epochs = sorted((out / "epochs").glob("epoch_*.safetensors"))
+    final_weights = f"the weights at step {training.step}"
     if len(epochs) > 1:  # keep the average only when it validates at least as well as the last weights
         last_bleu = greedy_bleu(translator, bleu_pairs)
         last_weights = weights_of(model)
         model.load_state_dict(average_weights(epochs), strict=False)
+        averaged = f"the average of {epochs[0].stem}-{epochs[-1].stem}"
         if greedy_bleu(translator, bleu_pairs) < last_bleu:
+            # a run stopped by --max-minutes has trained past its last epoch file: these are not epochs[-1]'s weights
             model.load_state_dict(last_weights, strict=False)
-            epochs = epochs[-1:]
+            final_weights += f" (greedy validation BLEU above {averaged})"
+            epochs = []
+        else:
+            final_weights = averaged
+    else:
+        epochs = []
     args, extra = training.args, training.extra
     this_run = {
         "command": args.command,
@@ -409,6 +417,7 @@ def write_final(training: Training, elapsed: float) -> None:
         "epochs": extra.get("epochs_done", 0),
         "steps": training.step,
         "averaged_epochs": [p.stem for p in epochs],
+        "final_weights": final_weights,
         "stopped": extra.get("stopped", ""),
         "wall_time_s": round(elapsed, 1),
         "hardware": f"{platform.processor() or platform.machine()}, {torch.get_num_threads()} threads"
@@ -418,6 +427,7 @@ def write_final(training: Training, elapsed: float) -> None:
     card = {
         **training.card_base,
         "averaged_epochs": this_run["averaged_epochs"],
+        "final_weights": final_weights,
         "valid_loss": validation_loss(model, training.valid_examples, training.config, device),
         "valid_bleu_greedy": this_run["valid_bleu_greedy"],
         "best_single_epoch": {"epoch": extra["best_epoch"], "valid_bleu_greedy": extra["best_bleu"]},
