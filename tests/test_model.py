@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import math
 from pathlib import Path
 
@@ -67,8 +68,9 @@ def test_fresh_token_embeddings_outweigh_the_positional_encoding_and_the_encoder
     """fairseq's N(0, 1/d_model) embedding init: Xavier's (std 0.016 for 8,000 x 128) left the positional
     encoding four times the token at the input, so that every sentence started out looking alike."""
     torch.manual_seed(0)
-    # the shipped English->German architecture (post-norm, 4+4, d_model 128, tied), freshly initialised
-    config = read_config(REPO / "checkpoints" / "multi30k-en-de")
+    # the shipped English->German size (4+4, d_model 128, tied) in the paper's post-norm layout, the one that collapsed
+    shipped = read_config(REPO / "checkpoints" / "multi30k-en-de")
+    config = dataclasses.replace(shipped, norm_first=False, final_norm=False)
     model = Transformer(config).eval()
     ids = torch.randint(4, 8000, (8, 14))
     tokens = model.encoder.embed(ids)

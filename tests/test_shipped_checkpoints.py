@@ -15,6 +15,7 @@ from streamlit.testing.v1 import AppTest
 
 from explorer import views
 from model import load_checkpoint
+from model.analysis.head_stats import batch_head_statistics, readable_cross_head
 from model.checkpoint import read_config
 from model.training.data import read_lines
 from tests.app_utils import APP, assert_ok, chart_titles
@@ -23,8 +24,9 @@ REPO = Path(__file__).resolve().parents[1]
 DATA = REPO.parent / "shared" / "data" / "multi30k"
 # name -> (source language, target language, lowercased BLEU floor on the first 20 test sentences, beam 5)
 SHIPPED = {
-    "multi30k-en-de": ("en", "de", 27.0),  # measured 32.1 (beam 5) when shipped
+    "multi30k-en-de": ("en", "de", 34.0),  # measured 39.5 (beam 5) when shipped
     "multi30k-de-en": ("de", "en", 40.0),  # measured 45.8 (beam 5) when shipped
+    "multi30k-en-fr": ("en", "fr", 47.0),  # measured 52.9 (beam 5) when shipped
 }
 
 
@@ -63,8 +65,9 @@ def test_translates_twenty_test_sentences_above_the_floor(shipped):
 
 
 def test_every_view_draws_the_shipped_model(shipped):
-    """Post-norm (English->German) and pre-norm (German->English) alike: each view opens on the checkpoint's own
-    example without an error, and the attention views draw charts."""
+    """Each view opens on the checkpoint's own example without an error, and the attention views draw charts
+    (the shipped translation models are pre-norm with a final LayerNorm; tests/test_views.py opens every view on a
+    post-norm model)."""
     name, _, _ = shipped
     app = AppTest.from_file(APP, default_timeout=120)
     app.query_params["checkpoint"] = name
@@ -76,3 +79,20 @@ def test_every_view_draws_the_shipped_model(shipped):
         assert not app.error, (view, [error.value for error in app.error])
         if view in ("cross", "steps", "encoder", "decoder"):
             assert chart_titles(app), view
+
+
+def test_french_puts_the_adjective_after_the_noun_and_cross_attention_crosses():
+    """The lesson of multi30k-en-fr's first example: "a red car" -> "une voiture rouge". On the head the page opens
+    on (measured as the page measures it), the step writing "voiture" reads "car" and the step writing "rouge" reads
+    "red": the lines cross, since "red" comes before "car" and "rouge" after "voiture"."""
+    translator = load_checkpoint(REPO / "checkpoints" / "multi30k-en-fr", device="cpu")
+    examples = translator.card["examples"]
+    assert examples[0] == "A man is driving a red car."
+    layer, head = readable_cross_head(batch_head_statistics(translator, examples, beam_size=1))
+    trace = translator.trace(examples[0], beam_size=1)
+    assert "voiture rouge" in trace.translation
+    written, read = trace.predicted_pieces, trace.source_pieces
+    looked_at = trace.attention_stack("cross")[layer, head].argmax(-1)  # per output step, the source piece read most
+    noun, adjective = written.index("▁voiture"), written.index("▁rouge")
+    assert read[looked_at[noun]] == "▁car" and read[looked_at[adjective]] == "▁red"
+    assert noun < adjective and looked_at[noun] > looked_at[adjective]

@@ -24,7 +24,7 @@ def training_stages(
     """Each training stage's trace (``snapshots``: find_snapshots of the page's checkpoint), teacher-forced with
     this page's output tokens so that every stage reads the same tokens (keyed by the stage's name, "early in
     training", oldest first: the chart's panel titles), and a table row of its own free translation (labelled
-    with the update count as well, "early in training (update 1,000)")."""
+    with the update count as well, "early in training (update 200)")."""
     page_key = ctx.trace_key
     forced_ids = tuple(ctx.trace.target_ids[1:])  # BOS left out
     aligned, translations = {}, []
