@@ -10,6 +10,7 @@ from explorer.context import PageContext
 from explorer.copy import pieces_markdown
 from explorer.state import bind, presenting, write_url_after_fragment
 from explorer.widgets import how_to_read, show_figure
+from viz.style import ROW_HEIGHT
 
 # Presenter mode's step cross-attention rows, in px before viz.enlarge (x1.6): low enough that a 1280x800 projector
 # shows every head and the source pieces under them
@@ -83,7 +84,7 @@ def render(ctx: PageContext) -> None:
         trace.source_pieces,
         **display.options(),
         title=f"Step {step.step + 1}: cross-attention, layer {layer}",
-        **({"row_height": PRESENTER_ROW_HEIGHT} if presenting() else {}),
+        row_height=PRESENTER_ROW_HEIGHT if presenting() else ROW_HEIGHT,
     )
     with figures:
         # the bars beside the source attention; in presenter mode the attention first and wider

@@ -395,20 +395,17 @@ def write_final(training: Training, elapsed: float) -> None:
     translator = Translator(model, training.tokenizer, device)  # a fresh one: no CPU copy of earlier weights
     epochs = sorted((out / "epochs").glob("epoch_*.safetensors"))
     final_weights = f"the weights at step {training.step}"
+    averaged_epochs: list[Path] = []  # the epoch files final/ is the mean of; none when it is the run's last weights
     if len(epochs) > 1:  # keep the average only when it validates at least as well as the last weights
         last_bleu = greedy_bleu(translator, bleu_pairs)
         last_weights = weights_of(model)
         model.load_state_dict(average_weights(epochs), strict=False)
         averaged = f"the average of {epochs[0].stem}-{epochs[-1].stem}"
-        if greedy_bleu(translator, bleu_pairs) < last_bleu:
-            # a run stopped by --max-minutes has trained past its last epoch file: these are not epochs[-1]'s weights
+        if greedy_bleu(translator, bleu_pairs) >= last_bleu:
+            averaged_epochs, final_weights = epochs, averaged
+        else:  # after --max-minutes the last weights are past the last epoch file, so they are named by step
             model.load_state_dict(last_weights, strict=False)
             final_weights += f" (greedy validation BLEU above {averaged})"
-            epochs = []
-        else:
-            final_weights = averaged
-    else:
-        epochs = []
     args, extra = training.args, training.extra
     this_run = {
         "command": args.command,
@@ -416,7 +413,7 @@ def write_final(training: Training, elapsed: float) -> None:
         "init_from": args.init_from,
         "epochs": extra.get("epochs_done", 0),
         "steps": training.step,
-        "averaged_epochs": [p.stem for p in epochs],
+        "averaged_epochs": [p.stem for p in averaged_epochs],
         "final_weights": final_weights,
         "stopped": extra.get("stopped", ""),
         "wall_time_s": round(elapsed, 1),
