@@ -23,6 +23,7 @@ from model.interop.marian import marian_config
 from model.interop.torch_transformer import tutorial_logits
 from model.tokenizer import Tokenizer
 from model.training.data import Example, collate, encode_examples, read_parallel, split_file, token_batches
+from model.training.loss import TranslationLoss, logits_loss
 from model.training.optimization import train_step
 from model.transformer import Transformer
 from model.translator import Translator
@@ -404,9 +405,11 @@ class TrainingPair:
         self.theirs = tutorial_copy(self.ours).to(device).train().requires_grad_(True)
         self.pad = model.config.pad_id
         self.modules = {"ours": self.ours, "theirs": self.theirs}
-        self.forwards = {
-            "ours": self.ours,
-            "theirs": lambda src, tgt_in: tutorial_logits(self.theirs, src, tgt_in, self.pad),
+        self.losses = {
+            "ours": TranslationLoss(self.ours, self.pad, label_smoothing=0.1),
+            "theirs": logits_loss(
+                lambda src, tgt_in: tutorial_logits(self.theirs, src, tgt_in, self.pad), self.pad, label_smoothing=0.1
+            ),
         }
         self.optimizers = {
             side: torch.optim.AdamW(module.parameters(), lr=1e-4, betas=(0.9, 0.98), weight_decay=0.0)
@@ -414,15 +417,15 @@ class TrainingPair:
         }
 
     def step(self, side: str, src: torch.Tensor, tgt: torch.Tensor, use_amp: bool) -> torch.Tensor:
-        """One train_step of "ours" or "theirs" (label smoothing 0.1, clipping at 1, the token-mean loss)."""
+        """One train_step of "ours" or "theirs" (label smoothing 0.1, clipping at 1, the token-mean loss): ours
+        through python -m model.train's TranslationLoss (fused with the output projection on the CPU), theirs from
+        its logits."""
         return train_step(
-            self.forwards[side],
+            self.losses[side],
             self.modules[side].parameters(),
             self.optimizers[side],
             src,
             tgt,
-            self.pad,
-            label_smoothing=0.1,
             clip_norm=1.0,
             use_amp=use_amp,
             loss_divisor=float((tgt[:, 1:] != self.pad).sum()),
@@ -462,7 +465,8 @@ def train_tokens_vs_torch(ctx: Context) -> list[Record]:
             {
                 "case": f"batch {batch} x {length}",
                 "baseline_is": "export_torch(model): tutorial Seq2SeqTransformer on nn.Transformer, same weights, "
-                "same batches, same loss and optimizer",
+                "same batches, the same loss (from its logits; ours fused with the output projection on the CPU) "
+                "and optimizer",
                 "tokens_per_step": tokens,
                 "dropout": pair.ours.config.dropout,
                 "value_samples_s": paired.candidate,

@@ -94,7 +94,7 @@ BENCHMARKS = (
         "training tokens/s vs the tutorial nn.Transformer",
     ),
     Benchmark(
-        ("train_tokens_per_s", "train_tokens_per_s_recipe"),
+        ("train_tokens_per_s", "train_tokens_per_s_1536"),
         single(training_benchmarks.train_tokens_per_s),
         "training steps of the shipped configuration and of the recipe (no attention/activation dropout), "
         "2 threads, model-FLOP utilisation; vs --baseline-tree in turns",

@@ -5,7 +5,9 @@ target tokens per second over ``--steps`` steps of ``python -m model.train``'s s
 Multi30k batches, AdamW, label smoothing 0.1, clipping), after warm-up steps. It imports ``model``
 from ``--tree``, so a git worktree of an older commit is timed by the same script as this one: the
 training benchmark (benchmarks.training_benchmarks) alternates the two in one run. Only functions
-that older trees also have are used (load_checkpoint, the data helpers, train_step, Transformer).
+that older trees also have are used (load_checkpoint, the data helpers, train_step, Transformer), and the
+step is called as each tree's train_step takes it (a TranslationLoss since the fused loss, the model before), with
+the optimiser each tree's model.train makes.
 """
 
 from __future__ import annotations
@@ -26,23 +28,24 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--warmup", type=int, default=3, help="untimed steps first")
     parser.add_argument("--threads", type=int, default=2, help="torch intra-op threads")
     parser.add_argument("--max-tokens", type=int, default=3072, help="padded tokens per batch, as the shipped run")
-    parser.add_argument("--dropout", type=float, help="dropout (default: the checkpoint's)")
-    parser.add_argument("--attention-dropout", type=float, help="only for trees that have the option")
-    parser.add_argument("--activation-dropout", type=float, help="only for trees that have the option")
     return parser
 
 
 def main() -> None:
     args = build_parser().parse_args()
     sys.path.insert(0, str(args.tree.resolve()))
-    import dataclasses
 
     import torch
 
     from model import load_checkpoint
+    from model.training import optimization
     from model.training.data import collate, encode_examples, read_parallel, split_file, token_batches
-    from model.training.optimization import train_step
     from model.transformer import Transformer
+
+    try:
+        from model.training.loss import TranslationLoss
+    except ImportError:  # a tree from before the fused loss: its train_step takes the model and the loss options
+        TranslationLoss = None  # noqa: N806 - the class's name, or None
 
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
@@ -50,16 +53,16 @@ def main() -> None:
     card = translator.card
     languages = (card.get("source_language", "en"), card.get("target_language", "de"))
     pairs = read_parallel(*(split_file(args.data, "train", language) for language in languages))[:8000]
-    overrides = {
-        name: value
-        for name in ("dropout", "attention_dropout", "activation_dropout")
-        if (value := getattr(args, name)) is not None
-    }
-    config = dataclasses.replace(translator.config, **overrides)
+    config = translator.config
     examples = encode_examples(pairs, translator.tokenizer, config)
     batches = token_batches(examples, args.max_tokens, seed=1)[: args.warmup + args.steps]
     model = Transformer(config).train()
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9, weight_decay=0.0)
+    optimizer = (
+        optimization.make_optimizer(model.parameters(), 1e-4, 0.0)
+        if hasattr(optimization, "make_optimizer")  # python -m model.train's optimiser, fused since make_optimizer
+        else torch.optim.AdamW(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9, weight_decay=0.0)
+    )
+    translation_loss = TranslationLoss(model, config.pad_id, label_smoothing=0.1) if TranslationLoss else None
     tokens, start = 0, 0.0
     for index, batch in enumerate(batches):
         if index == args.warmup:
@@ -67,21 +70,15 @@ def main() -> None:
         src, tgt = collate([examples[i] for i in batch], config.pad_id)
         target_tokens = int((tgt[:, 1:] != config.pad_id).sum())
         tokens += target_tokens
-        loss = train_step(
-            model,
-            model.parameters(),
-            optimizer,
-            src,
-            tgt,
-            config.pad_id,
-            label_smoothing=0.1,
-            clip_norm=1.0,
-            use_amp=False,
-            loss_divisor=target_tokens,
-        )
+        if TranslationLoss is None:  # an older train_step: the model and the loss options
+            arguments = (model, model.parameters(), optimizer, src, tgt, config.pad_id)
+            options = {"label_smoothing": 0.1}
+        else:
+            arguments, options = (translation_loss, model.parameters(), optimizer, src, tgt), {}
+        loss = optimization.train_step(*arguments, **options, clip_norm=1.0, use_amp=False, loss_divisor=target_tokens)
         float(loss)  # model.train reads every step's loss
     seconds = time.perf_counter() - start
-    print(json.dumps({"tokens_per_s": tokens / seconds, "tokens": tokens, "seconds": seconds, **overrides}))
+    print(json.dumps({"tokens_per_s": tokens / seconds, "tokens": tokens, "seconds": seconds}))
 
 
 if __name__ == "__main__":

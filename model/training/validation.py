@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import sacrebleu
 import torch
-import torch.nn.functional as F
 
 from model.config import TransformerConfig
 from model.training.data import Example, collate, token_batches
+from model.training.loss import logits_cross_entropy
 from model.transformer import Transformer
 from model.translator import Translator
 
@@ -22,11 +22,7 @@ def validation_loss(
         src, tgt = collate([examples[i] for i in batch], config.pad_id)
         src, tgt = src.to(device), tgt.to(device)
         logits = model(src, tgt[:, :-1])
-        total += float(
-            F.cross_entropy(
-                logits.flatten(0, 1).float(), tgt[:, 1:].flatten(), ignore_index=config.pad_id, reduction="sum"
-            )
-        )
+        total += float(logits_cross_entropy(logits, tgt[:, 1:], config.pad_id, label_smoothing=0.0))
         tokens += int((tgt[:, 1:] != config.pad_id).sum())
     return total / max(tokens, 1)
 

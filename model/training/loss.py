@@ -1,0 +1,163 @@
+"""The training loss: label-smoothed cross-entropy (section 5.4) of the next target token, summed over the target
+tokens that are not padding.
+
+On the CPU the output projection and the loss are one fused, chunked computation (``linear_cross_entropy``): the
+(tokens x vocabulary) logits of a batch are about 90 MB for the shipped 8,000-piece models, and materialising
+them, their log-softmax, its gradient and the label-smoothing terms was 40% of a training step, most of it
+memory traffic rather than arithmetic (torch.profiler; benchmarks: train_tokens_per_s). Computed a few hundred
+rows at a time, each chunk's logits stay in the cache, and the gradient is formed in the forward pass, since the
+loss is the last thing computed. Padded positions are dropped before the projection.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from model.transformer import Transformer
+
+# Logit elements per chunk (16 MB of float32): 512 rows of an 8,000-piece vocabulary. 128-row chunks were 7%
+# slower, whole-batch ones no faster (a 2,890 x 8,000 batch, 2 threads).
+CHUNK_ELEMENTS = 1 << 22
+
+
+class _LinearCrossEntropy(torch.autograd.Function):
+    """sum_i [(1 - eps) * -log p_i(target_i) + eps * mean_v -log p_i(v)], p_i = softmax(hidden_i W^T + b).
+
+    The gradient of that sum with respect to the logits is ``softmax - (1 - eps) * onehot - eps / V``. With
+    ``e = exp(logits - max)`` and ``z`` its row sum, softmax = e / z, so the products with W and hidden are taken
+    on ``e`` and divided by ``z`` per row, and the constant terms are added from W's mean row and the targets'
+    rows: only four passes over each chunk's logits (max, subtract, exp, sum) besides the three matrix products.
+    """
+
+    @staticmethod
+    def forward(  # type: ignore[override]
+        ctx: torch.autograd.function.FunctionCtx,
+        hidden: torch.Tensor,
+        weight: torch.Tensor,
+        bias: torch.Tensor | None,
+        targets: torch.Tensor,
+        label_smoothing: float,
+    ) -> torch.Tensor:
+        vocab = weight.size(0)
+        smooth, sharp = label_smoothing, 1.0 - label_smoothing
+        grad_hidden = torch.empty_like(hidden)
+        grad_weight = torch.zeros_like(weight)
+        grad_bias = torch.zeros_like(bias) if bias is not None else None
+        mean_row = weight.mean(dim=0)  # the mean logit of a row is hidden @ mean_row (+ mean bias)
+        total = hidden.new_zeros((), dtype=torch.float64)
+        rows = max(1, CHUNK_ELEMENTS // vocab)
+        for first in range(0, hidden.size(0), rows):
+            chunk, chunk_targets = hidden[first : first + rows], targets[first : first + rows]
+            exps = chunk @ weight.t()  # (R, V) logits, made exp(logits - max) in place below
+            if bias is not None:
+                exps += bias
+            row_max = exps.amax(dim=1, keepdim=True)
+            exps.sub_(row_max).exp_()
+            row_sum = exps.sum(dim=1, keepdim=True)
+            log_normaliser = (row_max + row_sum.log()).squeeze(1)
+            target_rows = weight[chunk_targets]  # (R, d)
+            target_logit = (chunk * target_rows).sum(dim=1)
+            mean_logit = chunk @ mean_row
+            if bias is not None:
+                target_logit = target_logit + bias[chunk_targets]
+                mean_logit = mean_logit + bias.mean()
+            total += (sharp * (log_normaliser - target_logit) + smooth * (log_normaliser - mean_logit)).sum().double()
+
+            grad_chunk = grad_hidden[first : first + rows]
+            torch.mm(exps, weight, out=grad_chunk)
+            grad_chunk.div_(row_sum).sub_(mean_row, alpha=smooth).sub_(target_rows, alpha=sharp)
+            grad_weight.addmm_(exps.t(), chunk / row_sum)
+            grad_weight.sub_(chunk.sum(dim=0), alpha=smooth / vocab)
+            grad_weight.index_add_(0, chunk_targets, chunk, alpha=-sharp)
+            if grad_bias is not None:
+                grad_bias += (exps / row_sum).sum(dim=0) - smooth * chunk.size(0) / vocab
+                grad_bias.index_add_(0, chunk_targets, torch.full_like(chunk_targets, -sharp, dtype=bias.dtype))
+        ctx.save_for_backward(grad_hidden, grad_weight, grad_bias)
+        return total.to(hidden.dtype)
+
+    @staticmethod
+    def backward(  # type: ignore[override]
+        ctx: torch.autograd.function.FunctionCtx, grad_output: torch.Tensor
+    ) -> tuple[torch.Tensor | None, ...]:
+        grad_hidden, grad_weight, grad_bias = ctx.saved_tensors
+        return (
+            grad_hidden * grad_output,
+            grad_weight * grad_output,
+            grad_bias * grad_output if grad_bias is not None else None,
+            None,
+            None,
+        )
+
+
+def linear_cross_entropy(
+    hidden: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None,
+    targets: torch.Tensor,
+    label_smoothing: float,
+) -> torch.Tensor:
+    """hidden (N, d), weight (V, d), bias (V,) or None, targets (N,) -> the summed label-smoothed cross-entropy
+    of ``hidden @ weight.T + bias``, as ``F.cross_entropy(..., label_smoothing=, reduction="sum")`` computes it,
+    without holding the (N, V) logits: fused and chunked (module docstring)."""
+    return _LinearCrossEntropy.apply(hidden, weight, bias, targets, label_smoothing)
+
+
+def logits_cross_entropy(
+    logits: torch.Tensor, targets: torch.Tensor, pad_id: int, label_smoothing: float
+) -> torch.Tensor:
+    """logits (B, T, V), targets (B, T) -> the summed label-smoothed cross-entropy over non-padded targets (fp32)."""
+    return F.cross_entropy(
+        logits.flatten(0, 1).float(),
+        targets.flatten(),
+        ignore_index=pad_id,
+        label_smoothing=label_smoothing,
+        reduction="sum",
+    )
+
+
+class TranslationLoss(nn.Module):
+    """``loss(src, tgt)`` -> the summed label-smoothed cross-entropy of ``model`` predicting ``tgt[:, 1:]`` from
+    ``tgt[:, :-1]``, over the target tokens that are not padding.
+
+    A module, so that DistributedDataParallel can wrap it (its forward is the step's whole computation). On the
+    CPU the output projection is fused with the loss (linear_cross_entropy); on CUDA the logits are computed as
+    they are for translation (bf16 under autocast) and the loss in fp32.
+    """
+
+    def __init__(self, model: Transformer, pad_id: int, label_smoothing: float) -> None:
+        super().__init__()
+        self.model = model
+        self.pad_id = pad_id
+        self.label_smoothing = label_smoothing
+
+    def forward(self, src: torch.Tensor, tgt: torch.Tensor) -> torch.Tensor:
+        memory, src_allowed = self.model.encode(src)
+        hidden = self.model.decode_states(tgt[:, :-1], memory, src_allowed)  # (B, T, d)
+        targets = tgt[:, 1:]
+        if hidden.is_cuda:
+            return logits_cross_entropy(self.model.logits(hidden), targets, self.pad_id, self.label_smoothing)
+        real = targets != self.pad_id
+        return linear_cross_entropy(
+            hidden[real], self.model.generator.weight, self.output_bias(), targets[real], self.label_smoothing
+        )
+
+    def output_bias(self) -> torch.Tensor | None:
+        """The generator's bias plus MarianMT's constant final_logits_bias, whichever the model has."""
+        biases = [b.reshape(-1) for b in (self.model.generator.bias, self.model.final_logits_bias) if b is not None]
+        return sum(biases[1:], biases[0]) if biases else None
+
+
+def logits_loss(
+    forward: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], pad_id: int, label_smoothing: float
+) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
+    """The loss of any model given as ``forward(src, tgt_in) -> logits`` (B, T, V), with TranslationLoss's
+    contract: what benchmarks use to step stand-ins such as the tutorial nn.Transformer."""
+
+    def loss(src: torch.Tensor, tgt: torch.Tensor) -> torch.Tensor:
+        return logits_cross_entropy(forward(src, tgt[:, :-1]), tgt[:, 1:], pad_id, label_smoothing)
+
+    return loss
