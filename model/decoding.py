@@ -41,6 +41,10 @@ def row_limits(model: Transformer, src_ids: torch.Tensor, prefix_length: int, ma
     return [default_max_len(model, length, prefix_length) for length in lengths]
 
 
+# The GNMT paper's (Wu et al. 2016) alpha, and every beam search's default here
+DEFAULT_ALPHA = 0.6
+
+
 def length_penalty(length: int, alpha: float) -> float:
     """GNMT length penalty ((5 + length) / 6) ** alpha; alpha = 0 ranks by raw log-probability."""
     return ((5.0 + length) / 6.0) ** alpha
@@ -217,7 +221,7 @@ def beam_search(
     src_ids: torch.Tensor,
     beam_size: int = 5,
     max_len: int | None = None,
-    alpha: float = 0.6,
+    alpha: float = DEFAULT_ALPHA,
     prefix: list[int] | None = None,
     encoded: Encoded | None = None,
 ) -> list[list[Hypothesis]]:
@@ -238,7 +242,7 @@ def beam_search_tree(
     src_ids: torch.Tensor,
     beam_size: int = 5,
     max_len: int | None = None,
-    alpha: float = 0.6,
+    alpha: float = DEFAULT_ALPHA,
     prefix: list[int] | None = None,
 ) -> list[BeamTree]:
     """beam_search, recording every candidate it examines: per sentence a BeamTree whose

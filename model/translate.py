@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from model.decoding import DEFAULT_ALPHA
 from model.translator import Translator
 
 
@@ -19,6 +20,14 @@ def add_decoding_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--beam", type=int, default=5, help="beam size (1: greedy decoding; default: %(default)s)")
     parser.add_argument(
         "--max-len", type=int, help="most tokens generated per sentence (default: 1.5 x source length + 10)"
+    )
+    parser.add_argument(
+        "--length-penalty",
+        type=float,
+        default=DEFAULT_ALPHA,
+        metavar="ALPHA",
+        help="beam search ranks finished translations by log-probability / ((5 + length) / 6) ** ALPHA "
+        "(GNMT's; 0: raw log-probability, larger favours longer translations; default: %(default)s)",
     )
     parser.add_argument(
         "--device",
@@ -55,11 +64,17 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def translate_lines(
-    translator: Translator, lines: list[str], beam: int, max_len: int | None, batch_size: int
+    translator: Translator,
+    lines: list[str],
+    beam: int,
+    max_len: int | None,
+    batch_size: int,
+    alpha: float = DEFAULT_ALPHA,
 ) -> list[str]:
     """Translations of lines; blank lines stay blank so that output lines match input lines."""
     wanted = [i for i, line in enumerate(lines) if line.strip()]
-    outputs = translator.translate_batch([lines[i] for i in wanted], beam, max_len, batch_size) if wanted else []
+    texts = [lines[i] for i in wanted]
+    outputs = translator.translate_batch(texts, beam, max_len, batch_size, alpha) if wanted else []
     result = [""] * len(lines)
     for index, output in zip(wanted, outputs, strict=True):
         result[index] = output
@@ -82,7 +97,7 @@ def main(argv: list[str] | None = None) -> None:
         print(notice, file=sys.stderr)
 
     def emit(lines: list[str]) -> None:
-        for line in translate_lines(translator, lines, args.beam, args.max_len, args.batch_size):
+        for line in translate_lines(translator, lines, args.beam, args.max_len, args.batch_size, args.length_penalty):
             print(line, flush=True)
 
     if args.text:

@@ -17,6 +17,7 @@ from model.analysis.attribution import Attribution, attribute
 from model.analysis.internals import AttentionStages, attention_stages
 from model.analysis.whatif import fork_prefix, resolve_choice
 from model.decoding import (
+    DEFAULT_ALPHA,
     BeamTree,
     Encoded,
     beam_search,
@@ -104,6 +105,7 @@ class Translator:
         max_len: int | None,
         prefix: list[int] | None,
         encoded: Encoded | None = None,
+        alpha: float = DEFAULT_ALPHA,
     ) -> list[list[int]]:
         width = max(len(ids) for ids in sources)
         src = torch.full((len(sources), width), self.config.pad_id, dtype=torch.long)
@@ -112,16 +114,21 @@ class Translator:
         src = src.to(device)
         if beam_size <= 1:
             return greedy_decode(model, src, max_len=max_len, prefix=prefix, encoded=encoded)
-        hypotheses = beam_search(model, src, beam_size, max_len=max_len, prefix=prefix, encoded=encoded)
+        hypotheses = beam_search(model, src, beam_size, max_len=max_len, alpha=alpha, prefix=prefix, encoded=encoded)
         return [hyps[0].tokens for hyps in hypotheses]
 
     def translate(self, text: str, beam_size: int = 5, max_len: int | None = None) -> str:
         return self.translate_batch([text], beam_size=beam_size, max_len=max_len)[0]
 
     def translate_batch(
-        self, texts: list[str], beam_size: int = 5, max_len: int | None = None, batch_size: int = 64
+        self,
+        texts: list[str],
+        beam_size: int = 5,
+        max_len: int | None = None,
+        batch_size: int = 64,
+        alpha: float = DEFAULT_ALPHA,
     ) -> list[str]:
-        """Translate many sentences, batching similar lengths together."""
+        """Translate many sentences, batching similar lengths together; ``alpha``: the beam's length penalty."""
         sources = [self.source_ids(text).ids for text in texts]
         order = sorted(range(len(texts)), key=lambda i: len(sources[i]))
         results: list[str] = [""] * len(texts)
@@ -129,7 +136,7 @@ class Translator:
             chunk = order[start : start + batch_size]
             chunk_sources = [sources[i] for i in chunk]
             outputs, _ = self.run(
-                lambda m, d, batch=chunk_sources: self._generate(m, d, batch, beam_size, max_len, None)
+                lambda m, d, batch=chunk_sources: self._generate(m, d, batch, beam_size, max_len, None, alpha=alpha)
             )
             for index, ids in zip(chunk, outputs, strict=True):
                 results[index] = self.tokenizer.decode(ids, "target")
@@ -234,7 +241,7 @@ class Translator:
         text: str,
         beam_size: int = 5,
         max_len: int | None = None,
-        alpha: float = 0.6,
+        alpha: float = DEFAULT_ALPHA,
         prefix_ids: list[int] | None = None,
     ) -> BeamTree:
         """The search behind ``trace(text, beam_size, max_len)``: every hypothesis it examined, as plain data.

@@ -75,6 +75,25 @@ def test_evaluate_equals_sacrebleu_on_the_same_hypotheses(translator):
     assert "tok:13a" in result["signatures"]["bleu"] and "case:mixed" in result["signatures"]["bleu"]
 
 
+def test_a_larger_length_penalty_makes_the_shipped_models_beam_choose_longer_translations():
+    """The option reaches the beam search: with alpha 2 the shipped En->De model's beam picks longer finished
+    translations of these captions than with alpha 0 (ranked by raw log-probability), as translate_batch does."""
+    translator = load_checkpoint(REPO / "checkpoints" / "multi30k-en-de", device="cpu")
+    sources = [
+        "A Boston Terrier is running on lush green grass in front of a white fence.",
+        "A girl in karate uniform breaking a stick with a front kick.",
+        "A boy in a red uniform is attempting to avoid getting out at home plate, while the catcher in the blue "
+        "uniform is attempting to catch him.",
+        "A man in an orange hat starring at something.",
+    ]
+    by_alpha = {alpha: evaluate(translator, sources, sources, beam_size=5, alpha=alpha) for alpha in (0.0, 2.0)}
+    for alpha, result in by_alpha.items():
+        assert result["length_penalty"] == alpha
+        assert result["hypotheses"] == translator.translate_batch(sources, beam_size=5, alpha=alpha)
+    lengths = {alpha: result["bleu_details"]["hypothesis_length"] for alpha, result in by_alpha.items()}
+    assert lengths[2.0] > lengths[0.0]
+
+
 def test_evaluate_refuses_misaligned_references(translator):
     with pytest.raises(ValueError, match="3 source sentences but 2 references"):
         evaluate(translator, ["a dog.", "a cat.", "a man."], ["x", "y"], beam_size=1, batch_size=2)
@@ -162,11 +181,14 @@ def test_card_split_records_scores_and_keeps_the_card(tiny_checkpoint, tmp_path)
             "--quiet",
             "--card-split",
             "val",
+            "--length-penalty",
+            "1.0",
         ]
     )
     card = json.loads((folder / "card.json").read_text())
     assert card["source_language"] == "en"  # the rest of the card survives
     assert card["scores"]["val"]["bleu"] == result["bleu"]
+    assert card["scores"]["val"]["length_penalty"] == result["length_penalty"] == 1.0
     assert card["scores"]["val"]["bleu_lowercase"] == result["bleu_lowercase"]
     assert "history" not in card  # a card without a training history does not get one from scores alone
 

@@ -17,6 +17,7 @@ from typing import Any
 from sacrebleu.metrics import BLEU, CHRF
 from tqdm import tqdm
 
+from model.decoding import DEFAULT_ALPHA
 from model.training.data import read_lines
 from model.translate import add_decoding_arguments
 from model.translator import Translator
@@ -50,6 +51,7 @@ def translate_all(
     batch_size: int = 64,
     max_len: int | None = None,
     progress: bool = True,
+    alpha: float = DEFAULT_ALPHA,
 ) -> list[str]:
     """Translations in input order; sentences of similar length share a batch, one progress tick per sentence."""
     lengths = [len(translator.source_ids(text).ids) for text in sources]
@@ -59,7 +61,7 @@ def translate_all(
         for start in range(0, len(order), batch_size):
             chunk = order[start : start + batch_size]
             outputs = translator.translate_batch(
-                [sources[i] for i in chunk], beam_size=beam_size, max_len=max_len, batch_size=batch_size
+                [sources[i] for i in chunk], beam_size=beam_size, max_len=max_len, batch_size=batch_size, alpha=alpha
             )
             for index, output in zip(chunk, outputs, strict=True):
                 hypotheses[index] = output
@@ -75,6 +77,7 @@ def evaluate(
     batch_size: int = 64,
     max_len: int | None = None,
     progress: bool = False,
+    alpha: float = DEFAULT_ALPHA,
 ) -> dict[str, Any]:
     """Translate ``sources`` and score them against ``references``.
 
@@ -83,8 +86,9 @@ def evaluate(
     """
     if len(sources) != len(references):
         raise ValueError(f"{len(sources)} source sentences but {len(references)} references")
-    hypotheses = translate_all(translator, sources, beam_size, batch_size, max_len, progress)
-    return {**score(hypotheses, references), "beam_size": beam_size, "hypotheses": hypotheses}
+    hypotheses = translate_all(translator, sources, beam_size, batch_size, max_len, progress, alpha)
+    scores = score(hypotheses, references)
+    return {**scores, "beam_size": beam_size, "length_penalty": alpha, "hypotheses": hypotheses}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -113,14 +117,28 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# What a card keeps of an evaluation (not the hypotheses, nor BLEU's details)
+CARD_SCORE_KEYS = (
+    "bleu",
+    "bleu_lowercase",
+    "chrf",
+    "beam_size",
+    "length_penalty",
+    "sentences",
+    "signatures",
+    "src",
+    "ref",
+    "device",
+)
+
+
 def record_on_card(checkpoint: str | Path, split: str, result: dict[str, Any]) -> None:
     """Write one split's scores into card.json, keeping everything else on the card; the scores also go to
     the card's last training run in ``history`` (the run that made these weights), when it has one."""
     from model.checkpoint import read_card, write_card  # loading model.checkpoint is slow; only --card-split needs it
 
     card = read_card(Path(checkpoint))
-    keep = ("bleu", "bleu_lowercase", "chrf", "beam_size", "sentences", "signatures", "src", "ref", "device")
-    scores = {key: result[key] for key in keep if key in result}
+    scores = {key: result[key] for key in CARD_SCORE_KEYS if key in result}
     card.setdefault("scores", {})[split] = scores
     if isinstance(card.get("history"), list) and card["history"]:
         card["history"][-1].setdefault("scores", {})[split] = scores
@@ -159,7 +177,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     for notice in translator.notices:
         print(notice, file=sys.stderr)
     result = evaluate(
-        translator, sources, references, args.beam, args.batch_size, args.max_len, progress=not args.quiet
+        translator,
+        sources,
+        references,
+        args.beam,
+        args.batch_size,
+        args.max_len,
+        progress=not args.quiet,
+        alpha=args.length_penalty,
     )
     hypotheses = result.pop("hypotheses")
     result = {
