@@ -272,3 +272,25 @@ def test_train_step_returns_the_summed_loss_and_a_zero_weight_step_changes_nothi
     loss = train_step(stand_in_loss, stand_in.parameters(), stand_in_optimizer, src, tgt, **options, weight=0.0)
     assert float(loss) == 0.0
     assert all(torch.equal(before[name], value) for name, value in stand_in.state_dict().items())
+
+
+def test_the_fused_optimiser_makes_the_same_update_as_plain_adamw():
+    from model.training.optimization import make_optimizer
+    from model.transformer import Transformer
+    from tests.model_utils import small_config
+
+    torch.manual_seed(0)
+    fused_model = Transformer(small_config(12))
+    plain_model = Transformer(small_config(12))
+    plain_model.load_state_dict(fused_model.state_dict())
+    fused = make_optimizer(fused_model.parameters(), lr=1e-2, weight_decay=0.01)
+    plain = torch.optim.AdamW(plain_model.parameters(), lr=1e-2, betas=(0.9, 0.98), eps=1e-9, weight_decay=0.01)
+    assert fused.defaults["fused"] and not plain.defaults["fused"]
+    for _ in range(3):  # three steps: the moments and the bias correction move
+        gradients = {name: torch.randn_like(p) for name, p in fused_model.named_parameters()}
+        for model, optimizer in ((fused_model, fused), (plain_model, plain)):
+            for name, parameter in model.named_parameters():
+                parameter.grad = gradients[name].clone()
+            optimizer.step()
+    for (name, got), (_, want) in zip(fused_model.named_parameters(), plain_model.named_parameters(), strict=True):
+        torch.testing.assert_close(got, want, msg=name)
