@@ -47,12 +47,18 @@ def test_linear_cross_entropy_of_no_rows_is_zero_with_zero_gradients():
     assert torch.equal(grad_weight, torch.zeros_like(weight))
 
 
-@pytest.mark.parametrize("output_bias", [False, True])
-def test_translation_loss_equals_the_cross_entropy_of_the_models_logits_and_its_gradients(output_bias):
+@pytest.mark.parametrize(("output_bias", "final_logits_bias"), [(False, False), (True, False), (True, True)])
+def test_translation_loss_equals_the_cross_entropy_of_the_models_logits_and_its_gradients(
+    output_bias, final_logits_bias
+):
     """Tied embeddings (one table: source, target and output projection) get the same gradient either way, padded
-    targets count nothing, and a model with an output bias trains it."""
+    targets count nothing, a model with an output bias trains it, and MarianMT's constant final_logits_bias is
+    added as the model's logits add it."""
     torch.manual_seed(0)
-    model = Transformer(small_config(40, output_bias=output_bias, dropout=0.1)).train()
+    config = small_config(40, output_bias=output_bias, final_logits_bias=final_logits_bias, dropout=0.1)
+    model = Transformer(config).train()
+    if final_logits_bias:
+        model.final_logits_bias.normal_()
     pad = model.config.pad_id
     src = torch.tensor([[5, 6, 7, 3], [8, 9, 3, pad]])
     tgt = torch.tensor([[2, 7, 6, 5, 3], [2, 9, 8, 3, pad]])

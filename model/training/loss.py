@@ -4,9 +4,10 @@ tokens that are not padding.
 On the CPU the output projection and the loss are one fused, chunked computation (``linear_cross_entropy``): the
 (tokens x vocabulary) logits of a batch are about 90 MB for the shipped 8,000-piece models, and materialising
 them, their log-softmax, its gradient and the label-smoothing terms was 40% of a training step, most of it
-memory traffic rather than arithmetic (torch.profiler; benchmarks: train_tokens_per_s). Computed a few hundred
-rows at a time, each chunk's logits stay in the cache, and the gradient is formed in the forward pass, since the
-loss is the last thing computed. Padded positions are dropped before the projection.
+memory traffic rather than arithmetic (torch.profiler; benchmarks: train_tokens_per_s). Here the logits are
+computed a few hundred rows at a time and the gradient is formed in the forward pass, since the loss is the last
+thing computed: forward and backward of a 2,890-row batch took 146 ms instead of 250 (its three matrix products
+alone: 129 ms; 2 threads). Padded positions are dropped before the projection.
 """
 
 from __future__ import annotations
@@ -146,9 +147,11 @@ class TranslationLoss(nn.Module):
         )
 
     def output_bias(self) -> torch.Tensor | None:
-        """The generator's bias plus MarianMT's constant final_logits_bias, whichever the model has."""
-        biases = [b.reshape(-1) for b in (self.model.generator.bias, self.model.final_logits_bias) if b is not None]
-        return sum(biases[1:], biases[0]) if biases else None
+        """The generator's bias plus MarianMT's constant final_logits_bias (1, V), whichever the model has."""
+        bias, constant = self.model.generator.bias, self.model.final_logits_bias
+        if constant is None:
+            return bias
+        return constant.reshape(-1) if bias is None else bias + constant.reshape(-1)
 
 
 def logits_loss(

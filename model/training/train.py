@@ -393,13 +393,14 @@ def write_final(training: Training, elapsed: float) -> None:
     epochs = sorted((out / "epochs").glob("epoch_*.safetensors"))
     final_weights = f"the weights at step {training.step}"
     averaged_epochs: list[Path] = []  # the epoch files final/ is the mean of; none when it is the run's last weights
+    final_bleu = greedy_bleu(translator, bleu_pairs)  # the last weights'; the average's when it is kept
     if len(epochs) > 1:  # keep the average only when it validates at least as well as the last weights
-        last_bleu = greedy_bleu(translator, bleu_pairs)
         last_weights = weights_of(model)
         model.load_state_dict(average_weights(epochs), strict=False)
         averaged = f"the average of {epochs[0].stem}-{epochs[-1].stem}"
-        if greedy_bleu(translator, bleu_pairs) >= last_bleu:
-            averaged_epochs, final_weights = epochs, averaged
+        averaged_bleu = greedy_bleu(translator, bleu_pairs)
+        if averaged_bleu >= final_bleu:
+            averaged_epochs, final_weights, final_bleu = epochs, averaged, averaged_bleu
         else:  # after --max-minutes the last weights are past the last epoch file, so they are named by step
             model.load_state_dict(last_weights, strict=False)
             final_weights += f" (greedy validation BLEU above {averaged})"
@@ -416,7 +417,7 @@ def write_final(training: Training, elapsed: float) -> None:
         "wall_time_s": round(elapsed, 1),
         "hardware": f"{platform.processor() or platform.machine()}, {torch.get_num_threads()} threads"
         + (f", {torch.cuda.get_device_name(device)}" if device.type == "cuda" else ""),
-        "valid_bleu_greedy": greedy_bleu(translator, bleu_pairs),
+        "valid_bleu_greedy": final_bleu,
     }
     card = {
         **training.card_base,
