@@ -107,7 +107,7 @@ def console_errors(driver) -> list[dict]:
 
 def test_translates_redraws_and_steps(server, driver, translator):
     load_page(driver, server)
-    first = translator.trace(driver_sentence(driver), beam_size=1)
+    first = translator.trace(shown_sentence(driver), beam_size=1)
     assert translation_text(driver) == first.translation
     assert chart(driver, "Decoder layer")["x"] == display_labels(first.source_pieces)
     OUTPUT.mkdir(exist_ok=True)
@@ -146,7 +146,7 @@ def test_trace_downloads_as_json(server, driver, translator, tmp_path):
     saved = tmp_path / "tiny-en-de.json"
     wait_until(driver, lambda d: saved.exists() and saved.stat().st_size > 0, "the JSON file never arrived")
     downloaded = Trace.from_json(saved.read_text(encoding="utf-8"))
-    expected = translator.trace(driver_sentence(driver), beam_size=1)
+    expected = translator.trace(shown_sentence(driver), beam_size=1)
     assert downloaded.translation == expected.translation
     assert downloaded.source_pieces == expected.source_pieces
     assert downloaded.attention.keys() == expected.attention.keys()
@@ -169,7 +169,7 @@ def test_head_view_points_keeps_switches_heads_and_downloads_svg(server, driver,
     driver.get(f"{server}/?display=heads")
     wait_until(driver, lambda d: d.execute_script(SHOWN_LINES), "the head view drew no lines")
     layer, head = readable_cross_head(batch_head_statistics(translator, card_examples(translator.card), beam_size=1))
-    trace = translator.trace(driver_sentence(driver), beam_size=1)
+    trace = translator.trace(shown_sentence(driver), beam_size=1)
     axes = viz.attention_axes(trace, "cross")
     data = viz.head_view_data(axes.stack[layer], axes.query_pieces, axes.key_pieces)
     weights = np.array(data["weights"])
@@ -286,10 +286,28 @@ def test_chart_titles_fit_their_charts_at_1280x800(server):
 
 
 def driver_sentence(driver) -> str | None:
+    """The sentence box's text, or None while the page shows no box (or is replacing it)."""
+    from selenium.common.exceptions import StaleElementReferenceException
     from selenium.webdriver.common.by import By
 
     boxes = driver.find_elements(By.CSS_SELECTOR, "input[aria-label='Source sentence']")
-    return boxes[0].get_attribute("value") if boxes else None
+    try:
+        return boxes[0].get_attribute("value") if boxes else None
+    except StaleElementReferenceException:
+        return None
+
+
+def shown_sentence(driver) -> str:
+    """The sentence box's text, waiting for the box: a drawn chart or head view does not mean the box is there.
+
+    CI once read no box at all right after the head view drew (a run replacing the page's elements).
+    """
+
+    def read(page) -> list[str] | None:
+        sentence = driver_sentence(page)
+        return None if sentence is None else [sentence]  # in a list, so that an empty sentence counts as read
+
+    return wait_until(driver, read, "the page shows no sentence box")[0]
 
 
 @pytest.mark.parametrize(
@@ -546,7 +564,7 @@ def test_first_screen_at_1280x800_shows_the_translation_and_cross_attention_and_
         )
         driver.get(url)
         box = wait_until(driver, lambda d: d.execute_script(FIRST_CHART_BOX), "the first chart never drew")
-        expected = translator.trace(driver_sentence(driver), beam_size=1)
+        expected = translator.trace(shown_sentence(driver), beam_size=1)
         assert box["viewport"] == [1280, 800]
         assert box["title"].startswith("Decoder layer") and "cross-attention" in box["title"]
         assert 0 < box["translation_bottom"] < box["top"] < box["bottom"] <= 800  # all of it, without scrolling
