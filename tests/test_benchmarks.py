@@ -16,6 +16,7 @@ import pytest
 from benchmarks import model_benchmarks, run, subject
 from benchmarks.records import Check, Record, table
 from benchmarks.timing import percentile
+from model.checkpoint import read_config
 from model.training.data import encode_examples, token_batches
 
 EXPECTED = {
@@ -107,6 +108,13 @@ def test_default_checkpoint_falls_back_to_the_newest_folder(monkeypatch, tmp_pat
     chosen = subject.resolve_subject(None, "cpu")
     assert chosen.source == "newest checkpoint" and chosen.folder == tiny_checkpoint
     assert any("does not exist" in note for note in chosen.notes)
+
+
+def test_random_stand_in_has_the_default_checkpoints_architecture():
+    """The random model stands in for checkpoints/multi30k-en-de: when that model changes shape, so must it."""
+    shipped = read_config(subject.DEFAULT_CHECKPOINT)
+    assert {name: getattr(shipped, name) for name in subject.SHIPPED} == subject.SHIPPED
+    assert shipped.src_vocab_size == shipped.tgt_vocab_size == subject.SHIPPED_VOCAB
 
 
 def test_sentence_has_the_asked_number_of_pieces(tiny_checkpoint):
