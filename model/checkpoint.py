@@ -1,13 +1,17 @@
 """Checkpoints as folders: config.json, model.safetensors, tokenizer model(s), card.json.
 
 Loading never unpickles anything: weights come only from safetensors, metadata only from
-JSON. Every problem names the file and what is wrong with it.
+JSON. Every problem names the file and what is wrong with it. An untrained model's folder may
+hold its seed instead of its weights (the card's ``initial_weights``): its weights are rebuilt
+from the seed and checked against the digest recorded with it.
 """
 
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -64,24 +68,59 @@ def read_json(path: Path) -> dict[str, Any]:
     return data
 
 
+INITIAL_WEIGHTS = "initial_weights"  # card key of a folder that stores an untrained model as its seed
+# torch.manual_seed is global: two sessions rebuilding initial weights at once must not interleave their draws
+_SEEDED_INIT = threading.Lock()
+
+
+def initial_model(config: TransformerConfig, seed: int) -> Transformer:
+    """``Transformer(config)`` right after ``torch.manual_seed(seed)``, as a training run creates its model;
+    the global random state is left as it was."""
+    with _SEEDED_INIT, torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return Transformer(config)
+
+
+def weights_digest(model: Transformer) -> str:
+    """sha256 of the model's fp16 weights (names and bytes, in state_dict order): what an fp16 checkpoint holds."""
+    digest = hashlib.sha256()
+    for name, tensor in model.state_dict().items():
+        digest.update(name.encode("utf-8"))
+        digest.update(tensor.detach().to("cpu", torch.float16).contiguous().numpy().tobytes())
+    return digest.hexdigest()
+
+
 def save_checkpoint(
     folder: str | Path,
     model: Transformer,
     tokenizer: Tokenizer,
     card: dict[str, Any] | None = None,
     half: bool = False,
+    initial_seed: int | None = None,
 ) -> Path:
-    """Write a checkpoint folder. ``half`` stores fp16 weights (half the size; loaded back as fp32)."""
+    """Write a checkpoint folder. ``half`` stores fp16 weights (half the size; loaded back as fp32).
+
+    ``initial_seed``: the seed the model was created with, for a model not trained yet. When the
+    model is exactly ``initial_model(config, initial_seed)`` in fp16, the card records the seed and
+    the weights' digest and no weights file is written (a 3+3, d_model 256 model: 12 MB less);
+    otherwise the weights are written as usual.
+    """
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "config.json").write_text(json.dumps(model.config.to_dict(), indent=2) + "\n")
-    weights = copy.deepcopy(model).cpu()
-    if half:
-        weights = weights.half()
-    save_model(weights, str(folder / "model.safetensors"), metadata={"dtype": "float16" if half else "float32"})
-    tokenizer.save(folder)
     card = dict(card or {})
     card.setdefault("parameters", model.num_parameters())
+    digest = weights_digest(model) if half and initial_seed is not None else None
+    if digest is not None and digest == weights_digest(initial_model(model.config, initial_seed)):
+        card[INITIAL_WEIGHTS] = {"seed": initial_seed, "dtype": "float16", "sha256": digest}
+        (folder / "model.safetensors").unlink(missing_ok=True)
+    else:
+        card.pop(INITIAL_WEIGHTS, None)  # a card passed on from a seeded folder: these weights are written out
+        weights = copy.deepcopy(model).cpu()
+        if half:
+            weights = weights.half()
+        save_model(weights, str(folder / "model.safetensors"), metadata={"dtype": "float16" if half else "float32"})
+    tokenizer.save(folder)
     write_card(folder, card)
     return folder
 
@@ -130,6 +169,8 @@ def build_model(folder: Path) -> tuple[Transformer, Tokenizer]:
                     f"{folder / 'config.json'}: {name}={getattr(config, name)} but the {side} tokenizer uses {value}"
                 )
     weights = folder / "model.safetensors"
+    if not weights.is_file() and INITIAL_WEIGHTS in read_card(folder):
+        return seeded_model(folder, config), tokenizer
     if not weights.is_file():
         raise CheckpointError(f"{weights}: file is missing")
     model = Transformer(config)
@@ -143,6 +184,21 @@ def build_model(folder: Path) -> tuple[Transformer, Tokenizer]:
         raise CheckpointError(f"{weights}: corrupt or truncated safetensors file ({error})") from error
     model.float().eval().requires_grad_(False)
     return model, tokenizer
+
+
+def seeded_model(folder: Path, config: TransformerConfig) -> Transformer:
+    """The untrained model a card's ``initial_weights`` describes, rebuilt from its seed (CPU, eval, fp16 values)."""
+    recipe = read_card(folder)[INITIAL_WEIGHTS]
+    where = f"{folder / 'card.json'}: {INITIAL_WEIGHTS}"
+    if not isinstance(recipe, dict) or not isinstance(recipe.get("seed"), int) or not recipe.get("sha256"):
+        raise CheckpointError(f"{where} needs an integer seed and the sha256 of the weights, got {recipe!r}")
+    model = initial_model(config, recipe["seed"]).half()
+    if weights_digest(model) != recipe["sha256"]:
+        raise CheckpointError(
+            f"{where}: seed {recipe['seed']} gives other weights than the ones recorded (sha256 differs); "
+            f"this PyTorch ({torch.__version__}) initialises differently from the one that wrote the folder"
+        )
+    return model.float().eval().requires_grad_(False)
 
 
 def write_card(folder: str | Path, card: dict[str, Any]) -> None:

@@ -9,7 +9,15 @@ import pytest
 import torch
 
 from model import Transformer, load_checkpoint
-from model.checkpoint import CheckpointError, resolve_device, save_checkpoint
+from model.checkpoint import (
+    INITIAL_WEIGHTS,
+    CheckpointError,
+    initial_model,
+    read_card,
+    resolve_device,
+    save_checkpoint,
+    write_card,
+)
 from model.tokenizer import Tokenizer, word_index
 from tests.model_utils import small_config
 
@@ -47,6 +55,46 @@ def test_half_precision_checkpoint_is_smaller_and_close(tmp_path, toy_tokenizer)
     loaded = load_checkpoint(tmp_path / "half", device="cpu").model
     for (name, a), b in zip(model.state_dict().items(), loaded.state_dict().values(), strict=True):
         assert b.dtype == torch.float32 and torch.allclose(a, b, atol=1e-2, rtol=1e-3), name
+
+
+def test_an_untrained_model_is_stored_as_its_seed_and_rebuilt_exactly(tmp_path, toy_tokenizer):
+    config = small_config(toy_tokenizer.vocab_size("source"), final_norm=True)
+    untrained = initial_model(config, seed=7).eval()
+    save_checkpoint(tmp_path / "seeded", untrained, toy_tokenizer, {"snapshot": "untrained"}, half=True, initial_seed=7)
+    assert not (tmp_path / "seeded" / "model.safetensors").exists()
+    assert read_card(tmp_path / "seeded")[INITIAL_WEIGHTS]["seed"] == 7
+    save_checkpoint(tmp_path / "stored", untrained, toy_tokenizer, half=True)  # the same model, weights written
+    torch.manual_seed(0)  # rebuilding leaves the caller's random state alone
+    before = torch.rand(3)
+    torch.manual_seed(0)
+    seeded = load_checkpoint(tmp_path / "seeded", device="cpu").model
+    assert torch.equal(torch.rand(3), before)
+    stored = load_checkpoint(tmp_path / "stored", device="cpu").model
+    for (name, a), b in zip(stored.state_dict().items(), seeded.state_dict().values(), strict=True):
+        assert torch.equal(a, b), name
+
+
+def test_a_model_its_seed_does_not_make_keeps_its_weights(tmp_path, toy_tokenizer):
+    config = small_config(toy_tokenizer.vocab_size("source"))
+    trained = initial_model(config, seed=7)
+    with torch.no_grad():
+        next(trained.parameters()).add_(0.5)  # one update's worth of change
+    save_checkpoint(tmp_path / "m", trained, toy_tokenizer, {INITIAL_WEIGHTS: {"seed": 7}}, half=True, initial_seed=7)
+    assert (tmp_path / "m" / "model.safetensors").is_file() and INITIAL_WEIGHTS not in read_card(tmp_path / "m")
+
+
+def test_a_seed_that_rebuilds_other_weights_is_refused(tmp_path, toy_tokenizer):
+    untrained = initial_model(small_config(toy_tokenizer.vocab_size("source")), seed=7)
+    folder = save_checkpoint(tmp_path / "m", untrained, toy_tokenizer, half=True, initial_seed=7)
+    card = read_card(folder)
+    card[INITIAL_WEIGHTS]["seed"] = 8  # as a PyTorch that initialises differently would rebuild it
+    write_card(folder, card)
+    with pytest.raises(CheckpointError, match=r"card\.json: initial_weights: seed 8 gives other weights"):
+        load_checkpoint(folder)
+    card[INITIAL_WEIGHTS] = {"seed": "8"}
+    write_card(folder, card)
+    with pytest.raises(CheckpointError, match="needs an integer seed"):
+        load_checkpoint(folder)
 
 
 def test_pickled_weights_are_refused_with_conversion_hint(checkpoint_copy):

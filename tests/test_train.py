@@ -111,6 +111,17 @@ def test_training_learns_the_reverse_task(reference_run, corpus):
     assert card["config"] == json.loads((reference_run / "final" / "config.json").read_text())  # the files' own
 
 
+def test_the_untrained_snapshot_is_stored_as_the_runs_seed(reference_run):
+    """Step 0's snapshot holds the run's seed and its weights' digest instead of the weights; loading rebuilds them
+    from the seed and checks the digest, so a snapshot that loads is the run's initial model."""
+    snapshot = reference_run / "snapshots" / "untrained"
+    assert not (snapshot / "model.safetensors").exists()
+    card = json.loads((snapshot / "card.json").read_text())
+    assert card["step"] == 0 and card["initial_weights"]["seed"] == SEED
+    untrained = load_checkpoint(snapshot, device="cpu").model
+    assert card["parameters"] == untrained.num_parameters()
+
+
 def test_resume_continues_where_the_run_stopped(reference_run, corpus, tmp_path, capsys):
     """Stop at an epoch boundary, then one step into the next epoch, then finish: same run as the reference.
 

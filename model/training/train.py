@@ -198,7 +198,9 @@ class Training:
         if self.run.main and not folder.exists():
             self.model.eval()
             card = {**self.card_base, "snapshot": name, "step": self.step}
-            save_checkpoint(folder, self.model, self.tokenizer, card, half=True)
+            # an untrained model is stored as its seed when it is exactly what the seed creates
+            seed = self.args.seed if self.step == 0 else None
+            save_checkpoint(folder, self.model, self.tokenizer, card, half=True, initial_seed=seed)
             self.model.train()
 
 
