@@ -25,7 +25,7 @@ DATA = REPO.parent / "shared" / "data" / "multi30k"
 # name -> (source language, target language, lowercased BLEU floor on the first 20 test sentences, beam 5)
 SHIPPED = {
     "multi30k-en-de": ("en", "de", 38.0),  # measured 43.3 (beam 5) when shipped (the 3+3, d_model 256 model)
-    "multi30k-de-en": ("de", "en", 40.0),  # measured 45.8 (beam 5) when shipped
+    "multi30k-de-en": ("de", "en", 47.0),  # measured 52.3 (beam 5) when shipped (the 3+3, d_model 256 model)
     "multi30k-en-fr": ("en", "fr", 47.0),  # measured 52.9 (beam 5) when shipped
 }
 
