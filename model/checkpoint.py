@@ -75,9 +75,13 @@ _SEEDED_INIT = threading.Lock()
 
 def initial_model(config: TransformerConfig, seed: int) -> Transformer:
     """``Transformer(config)`` right after ``torch.manual_seed(seed)``, as a training run creates its model;
-    the global random state is left as it was."""
+    the global random state is left as it was.
+
+    Only the CPU generator is seeded (and restored): the model is created on the CPU, and
+    torch.manual_seed would also reseed CUDA's generators, which fork_rng(devices=[]) leaves alone.
+    """
     with _SEEDED_INIT, torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
+        torch.default_generator.manual_seed(seed)
         return Transformer(config)
 
 
