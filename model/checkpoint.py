@@ -173,10 +173,11 @@ def build_model(folder: Path) -> tuple[Transformer, Tokenizer]:
                     f"{folder / 'config.json'}: {name}={getattr(config, name)} but the {side} tokenizer uses {value}"
                 )
     weights = folder / "model.safetensors"
-    if not weights.is_file() and INITIAL_WEIGHTS in read_card(folder):
-        return seeded_model(folder, config), tokenizer
     if not weights.is_file():
-        raise CheckpointError(f"{weights}: file is missing")
+        card = read_card(folder)
+        if INITIAL_WEIGHTS not in card:
+            raise CheckpointError(f"{weights}: file is missing")
+        return seeded_model(folder, config, card[INITIAL_WEIGHTS]), tokenizer
     model = Transformer(config)
     try:
         with safetensors.safe_open(str(weights), framework="pt") as handle:
@@ -190,9 +191,9 @@ def build_model(folder: Path) -> tuple[Transformer, Tokenizer]:
     return model, tokenizer
 
 
-def seeded_model(folder: Path, config: TransformerConfig) -> Transformer:
-    """The untrained model a card's ``initial_weights`` describes, rebuilt from its seed (CPU, eval, fp16 values)."""
-    recipe = read_card(folder)[INITIAL_WEIGHTS]
+def seeded_model(folder: Path, config: TransformerConfig, recipe: Any) -> Transformer:
+    """The untrained model ``recipe`` (folder's card's ``initial_weights``) describes, rebuilt from its seed
+    (CPU, eval, fp16 values)."""
     where = f"{folder / 'card.json'}: {INITIAL_WEIGHTS}"
     if not isinstance(recipe, dict) or not isinstance(recipe.get("seed"), int) or not recipe.get("sha256"):
         raise CheckpointError(f"{where} needs an integer seed and the sha256 of the weights, got {recipe!r}")
