@@ -28,6 +28,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--warmup", type=int, default=3, help="untimed steps first")
     parser.add_argument("--threads", type=int, default=2, help="torch intra-op threads")
     parser.add_argument("--max-tokens", type=int, default=3072, help="padded tokens per batch, as the shipped run")
+    parser.add_argument(
+        "--cpu-bf16", action="store_true", help="bf16 autocast, as model.train --cpu-bf16 (trees that have it)"
+    )
     return parser
 
 
@@ -78,7 +81,9 @@ def main() -> None:
             options = {"label_smoothing": 0.1}
         else:
             arguments, options = (translation_loss, model.parameters(), optimizer, src, tgt), {}
-        loss = optimization.train_step(*arguments, **options, clip_norm=1.0, use_amp=False, loss_divisor=target_tokens)
+        loss = optimization.train_step(
+            *arguments, **options, clip_norm=1.0, use_amp=args.cpu_bf16, loss_divisor=target_tokens
+        )
         float(loss)  # model.train reads every step's loss
     seconds = time.perf_counter() - start
     print(json.dumps({"tokens_per_s": tokens / seconds, "tokens": tokens, "seconds": seconds}))

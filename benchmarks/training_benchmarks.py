@@ -29,16 +29,21 @@ from model.transformer import Transformer
 
 WORKER = Path(__file__).with_name("train_worker.py")
 THREADS = 2
-# record name -> --max-tokens: the batch issue 17 measured its 1.5x against, and the one the shipped models trained on
-BATCHES = {"train_tokens_per_s": 3072, "train_tokens_per_s_1536": 1536}
+# record name -> (--max-tokens, --cpu-bf16): the batch issue 17 measured its 1.5x against, the one the shipped models
+# trained on, and that one in bf16 (this tree's steps only; a baseline tree's stay fp32, as its model.train's did)
+CASES = {
+    "train_tokens_per_s": (3072, False),
+    "train_tokens_per_s_1536": (1536, False),
+    "train_tokens_per_s_bf16": (1536, True),
+}
 
 
-def matmul_peak_flops(threads: int, size: int = 1024, repeats: int = 20) -> float:
-    """FLOP/s of the best of ``repeats`` fp32 (size x size) @ (size x size) products on ``threads`` threads."""
+def matmul_peak_flops(threads: int, dtype: torch.dtype = torch.float32, size: int = 1024, repeats: int = 20) -> float:
+    """FLOP/s of the best of ``repeats`` (size x size) @ (size x size) products in ``dtype`` on ``threads`` threads."""
     previous = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
-        a, b = torch.randn(size, size), torch.randn(size, size)
+        a, b = torch.randn(size, size, dtype=dtype), torch.randn(size, size, dtype=dtype)
         torch.mm(a, b)
         best = float("inf")
         for _ in range(repeats):
@@ -71,11 +76,11 @@ def flops_per_target_token(ctx: Context, max_tokens: int, batches: int = 5) -> f
     return flops / tokens
 
 
-def run_worker(tree: Path, ctx: Context, steps: int, max_tokens: int) -> float:
+def run_worker(tree: Path, ctx: Context, steps: int, max_tokens: int, cpu_bf16: bool = False) -> float:
     """Target tokens per second of ``steps`` training steps of ``tree``'s model package, in a process of its own."""
     command = [sys.executable, str(WORKER), "--tree", str(tree), "--checkpoint", str(ctx.subject.folder)]
     command += ["--data", str(ctx.data), "--steps", str(steps), "--threads", str(THREADS)]
-    command += ["--max-tokens", str(max_tokens)]
+    command += ["--max-tokens", str(max_tokens)] + (["--cpu-bf16"] if cpu_bf16 else [])
     result = subprocess.run(command, capture_output=True, text=True, check=False, cwd=tree)
     if result.returncode:
         raise RuntimeError(f"train_worker on {tree} failed: {result.stderr[-2000:]}")
@@ -83,30 +88,32 @@ def run_worker(tree: Path, ctx: Context, steps: int, max_tokens: int) -> float:
 
 
 def train_tokens_per_s(ctx: Context) -> list[Record]:
-    """Training steps of the checkpoint's configuration at the two batch sizes of BATCHES, this tree against
-    --baseline-tree in turns when it is given; model-FLOP utilisation of each against the matrix-multiply peak
-    measured here."""
+    """Training steps of the checkpoint's configuration in the CASES, this tree against --baseline-tree (fp32) in
+    turns when it is given; model-FLOP utilisation of each against the matrix-multiply peak measured here in the
+    precision of its matrix products."""
     steps, rounds = ctx.reps(10, 25), ctx.reps(2, 4)
-    peak = matmul_peak_flops(THREADS)
+    peaks = {False: matmul_peak_flops(THREADS), True: matmul_peak_flops(THREADS, torch.bfloat16)}
     baseline_tree = ctx.baseline_tree
     records = []
-    for name, max_tokens in BATCHES.items():
+    for name, (max_tokens, cpu_bf16) in CASES.items():
         per_token = flops_per_target_token(ctx, max_tokens)
+        peak = peaks[cpu_bf16]
         samples: dict[str, list[float]] = {"tree": [], "baseline": []}
         for _ in range(rounds):  # in turns, so that both trees meet the same load
-            samples["tree"].append(run_worker(REPO, ctx, steps, max_tokens))
+            samples["tree"].append(run_worker(REPO, ctx, steps, max_tokens, cpu_bf16))
             if baseline_tree:
                 samples["baseline"].append(run_worker(baseline_tree, ctx, steps, max_tokens))
         value = statistics.median(samples["tree"])
         baseline = statistics.median(samples["baseline"]) if baseline_tree else float("nan")
         params = {
             "case": f"{ctx.subject.folder.name} configuration, Multi30k batches of --max-tokens {max_tokens}, "
-            f"{THREADS} threads, {steps} timed steps a process, {rounds} rounds",
-            "baseline_is": f"the same steps on {baseline_tree} (--baseline-tree), in turns"
+            f"{'--cpu-bf16, ' if cpu_bf16 else ''}{THREADS} threads, {steps} timed steps a process, {rounds} rounds",
+            "baseline_is": f"the same steps on {baseline_tree} (--baseline-tree, fp32), in turns"
             if baseline_tree
             else "none: pass --baseline-tree (a git worktree of an older commit) for the speed-up",
             "max_tokens": max_tokens,
-            "matmul_peak_gflops": peak / 1e9,
+            "cpu_bf16": cpu_bf16,
+            "matmul_peak_gflops": peak / 1e9,  # bf16 products' peak for a --cpu-bf16 case
             "model_gflop_per_target_token": per_token / 1e9,
             "mfu": value * per_token / peak,
             "statistic": "median over rounds of target tokens / timed seconds",
@@ -114,7 +121,7 @@ def train_tokens_per_s(ctx: Context) -> list[Record]:
         }
         if baseline_tree:
             params["baseline_samples"] = samples["baseline"]
-            params["baseline_mfu"] = baseline * per_token / peak
+            params["baseline_mfu"] = baseline * per_token / peaks[False]
         checks = (Check("ratio", ">=", 1.5),) if baseline_tree else ()
         records.append(Record(name, value, "tokens/s", baseline, checks, params))
     return records

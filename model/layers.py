@@ -13,6 +13,7 @@ is exactly zero.
 
 from __future__ import annotations
 
+import contextlib
 import math
 
 import torch
@@ -174,9 +175,15 @@ class MultiHeadAttention(nn.Module):
             if internals:
                 context = self.head_probe(context)
         else:
-            context = F.scaled_dot_product_attention(
-                q, k, v, attn_mask=allowed, dropout_p=self.dropout.p if self.training else 0.0
-            )
+            # --cpu-bf16 training runs attention itself in fp32: PyTorch's CPU flash-attention backward took 4x as
+            # long in bf16 as in fp32 (torch.profiler, a 3+3, d_model 256 training step), more than bf16 saved
+            fp32_on_cpu = q.device.type == "cpu" and q.dtype == torch.bfloat16
+            with torch.autocast("cpu", enabled=False) if fp32_on_cpu else contextlib.nullcontext():
+                context = F.scaled_dot_product_attention(
+                    *((t.float() for t in (q, k, v)) if fp32_on_cpu else (q, k, v)),
+                    attn_mask=allowed,
+                    dropout_p=self.dropout.p if self.training else 0.0,
+                )
         batch, _, length, _ = context.shape
         return self.out_proj(context.transpose(1, 2).reshape(batch, length, -1))  # (B, Tq, d)
 

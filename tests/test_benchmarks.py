@@ -39,6 +39,7 @@ EXPECTED = {
     "train_epoch_s",
     "train_tokens_per_s",
     "train_tokens_per_s_1536",
+    "train_tokens_per_s_bf16",
 }
 FIELDS = {"name", "value", "unit", "baseline", "ratio", "target", "met", "params"}
 # cheap on a tiny model; together they cover the ms, tokens/s and budget-baseline kinds of record
@@ -81,7 +82,9 @@ def test_epoch_benchmark_runs_on_cuda_by_default_and_anywhere_when_named(tmp_pat
     assert skipped == ["train_epoch_s: not run on cpu unless named in --only"]
     kept, skipped = run.runnable(plan, named=False, device="cuda", data=tmp_path)
     assert len(kept) == len(plan) - 1  # all but the CPU training throughput
-    assert skipped == ["train_tokens_per_s, train_tokens_per_s_1536: not run on cuda unless named in --only"]
+    assert skipped == [
+        "train_tokens_per_s, train_tokens_per_s_1536, train_tokens_per_s_bf16: not run on cuda unless named in --only"
+    ]
     kept, skipped = run.runnable(run.selected("train_epoch_s"), named=True, device="cpu", data=tmp_path)
     assert [names for _, names in kept] == [("train_epoch_s",)] and not skipped
 
@@ -91,7 +94,7 @@ def test_epoch_benchmark_without_data_is_skipped_or_refused_when_named(tmp_path)
     assert "train_epoch_s" not in {name for _, names in kept for name in names}
     assert skipped == [
         f"{names}: no training data in {tmp_path / 'missing'} (--data)"
-        for names in ("train_tokens_per_s, train_tokens_per_s_1536", "train_epoch_s")
+        for names in ("train_tokens_per_s, train_tokens_per_s_1536, train_tokens_per_s_bf16", "train_epoch_s")
     ]
     with pytest.raises(SystemExit, match="no training files"):
         run.runnable(run.selected("train_epoch_s"), named=True, device="cpu", data=tmp_path / "missing")
@@ -185,18 +188,20 @@ def test_epoch_benchmark_times_every_batch_of_one_epoch_on_both_models(tiny_chec
 
 @pytest.mark.slow
 def test_training_throughput_against_an_older_tree_and_the_matmul_peak(tiny_checkpoint, tmp_path, capsys):
-    """train_tokens_per_s at --max-tokens 3072 and 1536 on a tiny corpus: each a median of worker samples, the
-    ratio against the --baseline-tree's samples (this tree again here), and a model-FLOP utilisation in (0, 1)."""
+    """train_tokens_per_s at --max-tokens 3072 and 1536, and at 1536 with --cpu-bf16, on a tiny corpus: each a
+    median of worker samples, the ratio against the --baseline-tree's fp32 samples (this tree again here), and a
+    model-FLOP utilisation in (0, 1) against the peak of its own precision."""
     data = tmp_path / "corpus"
     data.mkdir()
     sentences = [" ".join(["a", "the", "man", "dog"][(i + j) % 4] for j in range(3 + i % 5)) for i in range(200)]
     (data / "train.en").write_text("\n".join(sentences) + "\n")
     (data / "train.de").write_text("\n".join(reversed(sentences)) + "\n")
     argv = ["--quick", "--device", "cpu", "--checkpoint", str(tiny_checkpoint), "--data", str(data)]
-    argv += ["--only", "train_tokens_per_s,train_tokens_per_s_1536", "--baseline-tree", str(subject.REPO)]
+    argv += ["--only", "train_tokens_per_s,train_tokens_per_s_1536,train_tokens_per_s_bf16"]
+    argv += ["--baseline-tree", str(subject.REPO)]
     assert run.main(argv) == 0
     records = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith("{")]
-    assert [r["name"] for r in records] == ["train_tokens_per_s", "train_tokens_per_s_1536"]
+    assert [r["name"] for r in records] == ["train_tokens_per_s", "train_tokens_per_s_1536", "train_tokens_per_s_bf16"]
     for record in records:
         params = record["params"]
         assert record["unit"] == "tokens/s" and record["value"] > 0 and record["target"] == "ratio >= 1.5"
@@ -207,4 +212,9 @@ def test_training_throughput_against_an_older_tree_and_the_matmul_peak(tiny_chec
         assert math.isclose(
             params["mfu"], record["value"] * params["model_gflop_per_target_token"] / params["matmul_peak_gflops"]
         )
-    assert [r["params"]["max_tokens"] for r in records] == [3072, 1536]
+    assert [r["params"]["max_tokens"] for r in records] == [3072, 1536, 1536]
+    assert [r["params"]["cpu_bf16"] for r in records] == [False, False, True]
+    fp32_peak, bf16_peak = records[1]["params"]["matmul_peak_gflops"], records[2]["params"]["matmul_peak_gflops"]
+    assert fp32_peak != bf16_peak  # measured in each precision
+    bf16 = records[2]["params"]  # its own steps against the bf16 peak, the baseline tree's fp32 ones the fp32 peak
+    assert math.isclose(bf16["baseline_mfu"], records[2]["baseline"] * bf16["model_gflop_per_target_token"] / fp32_peak)

@@ -126,6 +126,12 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--threads", type=int, help="CPU threads for PyTorch (default: PyTorch's choice)")
     run.add_argument("--no-amp", action="store_true", help="disable bf16 mixed precision on CUDA")
     run.add_argument(
+        "--cpu-bf16",
+        action="store_true",
+        help="bf16 mixed precision on the CPU too: matrix products in bf16 (about 1.5x the tokens/s of a 3+3, "
+        "d_model 256 model on an AVX512-BF16 CPU), attention and the loss's softmax in fp32, fp32 weights",
+    )
+    run.add_argument(
         "--snapshot-steps", default="0,200", help="steps at which to save shippable fp16 snapshots (0 = untrained)"
     )
     run.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -154,6 +160,7 @@ def run_arguments(args: argparse.Namespace, out: Path, write: bool) -> argparse.
     saved = json.loads((out / "args.json").read_text())
     saved.setdefault("command", args.command)
     saved.setdefault("init_from", None)  # runs saved before --init-from existed
+    saved.setdefault("cpu_bf16", False)  # and before --cpu-bf16
     for key in RUN_CONTROL:
         saved[key] = getattr(args, key)
     if getattr(args, "max_tokens_given", False):  # a new batch size takes effect from the next epoch's batches

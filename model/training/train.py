@@ -248,6 +248,12 @@ def set_up(args: argparse.Namespace, run: Run) -> Training:
         restored = {"step": step, "start_epoch": start_epoch, "skip_batches": skip_batches, "extra": extra}
         if run.main:
             print(f"resuming at epoch {start_epoch}, batch {skip_batches}, step {step}", file=sys.stderr)
+    if args.cpu_bf16 and run.device.type == "cpu" and run.main and not cpu_has_bf16_units():
+        print(
+            "--cpu-bf16: this CPU has neither AVX512-BF16 nor AMX, so bf16 products are emulated and probably "
+            "slower than fp32",
+            file=sys.stderr,
+        )
     loss: torch.nn.Module = TranslationLoss(model, config.pad_id, args.label_smoothing)
     if run.world > 1:
         loss = torch.nn.parallel.DistributedDataParallel(
@@ -267,7 +273,7 @@ def set_up(args: argparse.Namespace, run: Run) -> Training:
         optimizer=optimizer,
         translator=Translator(model, tokenizer, run.device),
         card_base={"source_language": args.src_lang, "target_language": args.tgt_lang, "data": paths},
-        use_amp=run.device.type == "cuda" and not args.no_amp,
+        use_amp=(run.device.type == "cuda" and not args.no_amp) or (run.device.type == "cpu" and args.cpu_bf16),
         # a continued model is not "untrained" at step 0 nor "early" at step 200: its snapshots are its first run's
         snapshot_steps=[] if args.init_from else sorted({int(s) for s in args.snapshot_steps.split(",") if s.strip()}),
         **restored,
@@ -275,6 +281,12 @@ def set_up(args: argparse.Namespace, run: Run) -> Training:
     training.session_start = time.time() - training.extra["elapsed"]
     training.clock_start = time.time()
     return training
+
+
+def cpu_has_bf16_units() -> bool:
+    """Whether this CPU multiplies bf16 in hardware (AVX512-BF16 or AMX), where --cpu-bf16 pays."""
+    checks = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")  # torch.cpu's, private: absent means unknown
+    return any(getattr(torch.cpu, name, lambda: True)() for name in checks)
 
 
 def train_batch(training: Training, batch: list[int]) -> tuple[float, int, int]:
