@@ -43,7 +43,7 @@ def train_step(
     (or DistributedDataParallel around one), or any stand-in with the same contract (benchmarks step the tutorial
     nn.Transformer through model.training.loss.logits_loss). The sum times ``weight``, divided by ``loss_divisor``,
     is what backpropagates. Under ``use_amp`` the forward runs in bf16 autocast on the batch's device (CUDA, or
-    the CPU with ``--cpu-bf16``) and the loss in fp32; the weights and the optimiser stay fp32.
+    the CPU with ``--cpu-bf16``) and the loss's softmax in fp32; the weights and the optimiser stay fp32.
     """
     with torch.autocast(src.device.type, dtype=torch.bfloat16, enabled=use_amp):
         loss_sum = loss(src, tgt) * weight
