@@ -94,9 +94,10 @@ def train_tokens_per_s(ctx: Context) -> list[Record]:
     steps, rounds = ctx.reps(10, 25), ctx.reps(2, 4)
     peaks = {False: matmul_peak_flops(THREADS), True: matmul_peak_flops(THREADS, torch.bfloat16)}
     baseline_tree = ctx.baseline_tree
+    flops_per_token = {max_tokens: flops_per_target_token(ctx, max_tokens) for max_tokens, _ in CASES.values()}
     records = []
     for name, (max_tokens, cpu_bf16) in CASES.items():
-        per_token = flops_per_target_token(ctx, max_tokens)
+        per_token = flops_per_token[max_tokens]
         peak = peaks[cpu_bf16]
         samples: dict[str, list[float]] = {"tree": [], "baseline": []}
         for _ in range(rounds):  # in turns, so that both trees meet the same load

@@ -175,9 +175,10 @@ class MultiHeadAttention(nn.Module):
             if internals:
                 context = self.head_probe(context)
         else:
-            # --cpu-bf16 training runs attention itself in fp32: PyTorch's CPU flash-attention backward took 4x as
-            # long in bf16 as in fp32 (torch.profiler, a 3+3, d_model 256 training step), more than bf16 saved
-            fp32_on_cpu = q.device.type == "cpu" and q.dtype == torch.bfloat16
+            # under CPU autocast (--cpu-bf16 training) attention itself runs in fp32: PyTorch's CPU flash-attention
+            # backward took 4x as long in bf16 as in fp32 (torch.profiler, a 3+3, d_model 256 training step), more
+            # than bf16 saved. A model converted to bf16 outside autocast keeps bf16 throughout.
+            fp32_on_cpu = q.device.type == "cpu" and q.dtype == torch.bfloat16 and torch.is_autocast_enabled("cpu")
             with torch.autocast("cpu", enabled=False) if fp32_on_cpu else contextlib.nullcontext():
                 context = F.scaled_dot_product_attention(
                     *((t.float() for t in (q, k, v)) if fp32_on_cpu else (q, k, v)),

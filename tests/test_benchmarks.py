@@ -214,7 +214,6 @@ def test_training_throughput_against_an_older_tree_and_the_matmul_peak(tiny_chec
         )
     assert [r["params"]["max_tokens"] for r in records] == [3072, 1536, 1536]
     assert [r["params"]["cpu_bf16"] for r in records] == [False, False, True]
-    fp32_peak, bf16_peak = records[1]["params"]["matmul_peak_gflops"], records[2]["params"]["matmul_peak_gflops"]
-    assert fp32_peak != bf16_peak  # measured in each precision
+    fp32_peak = records[1]["params"]["matmul_peak_gflops"]
     bf16 = records[2]["params"]  # its own steps against the bf16 peak, the baseline tree's fp32 ones the fp32 peak
     assert math.isclose(bf16["baseline_mfu"], records[2]["baseline"] * bf16["model_gflop_per_target_token"] / fp32_peak)

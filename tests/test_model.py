@@ -412,3 +412,16 @@ def test_a_start_token_equal_to_pad_is_not_masked():
     assert (capture.attention["decoder.layers.0.self_attn"][0, :, 5, 3:] == 0).all()
     with pytest.raises(ValueError, match="decoder_start_id"):
         small_config(40, bos_id=None)
+
+
+def test_a_model_converted_to_bf16_runs_in_bf16_on_the_cpu():
+    """Only CPU autocast (--cpu-bf16 training) takes attention to fp32; a model converted with .to(bfloat16) keeps
+    bf16 throughout and agrees with its fp32 original to bf16 precision."""
+    torch.manual_seed(0)
+    model = Transformer(small_config(40, norm_first=True, final_norm=True)).eval()
+    src, tgt = torch.randint(4, 40, (2, 7)), torch.randint(4, 40, (2, 5))
+    with torch.no_grad():
+        expected = model(src, tgt)
+        logits = model.to(torch.bfloat16)(src, tgt)
+    assert logits.dtype == torch.bfloat16
+    torch.testing.assert_close(logits.float(), expected, rtol=0.05, atol=0.05)

@@ -2,8 +2,8 @@
 
 The task reverses sequences of 3-8 symbols ("c a f d" -> "d f a c") with a word-level
 tokenizer, small enough to learn in about twenty seconds on one CPU thread. One reference
-run (module fixture) serves all three tests: the resumed run and the two-process run must
-reproduce its per-epoch metrics.
+run (module fixture) serves the tests that compare with it: the resumed run and the
+two-process run must reproduce its per-epoch metrics, a --cpu-bf16 run must follow them.
 """
 
 from __future__ import annotations

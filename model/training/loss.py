@@ -156,10 +156,9 @@ class TranslationLoss(nn.Module):
             return logits_cross_entropy(self.model.logits(hidden), targets, self.pad_id, self.label_smoothing)
         real = targets != self.pad_id
         weight = self.model.generator.weight
-        if not torch.is_autocast_enabled("cpu"):
-            return linear_cross_entropy(hidden[real], weight, self.output_bias(), targets[real], self.label_smoothing)
-        # --cpu-bf16: the loss sets its own precision (autocast would take its softmax and sums to bf16 too)
-        matmul_dtype = torch.get_autocast_dtype("cpu")
+        # under --cpu-bf16's autocast the loss sets its own precision: bf16 for its products with the vocabulary,
+        # fp32 for the softmax and sums (autocast would take those to bf16 too)
+        matmul_dtype = torch.get_autocast_dtype("cpu") if torch.is_autocast_enabled("cpu") else None
         with torch.autocast("cpu", enabled=False):
             return linear_cross_entropy(
                 hidden[real].to(weight.dtype),
