@@ -59,9 +59,14 @@ def translator(tiny_checkpoint):
 
 
 def wait_until(driver, condition, message: str, poll_s: float = 0.5):
+    from selenium.common.exceptions import TimeoutException
     from selenium.webdriver.support.ui import WebDriverWait
 
-    return WebDriverWait(driver, WAIT_S, poll_frequency=poll_s).until(condition, message)
+    # A page script that outlasts the driver's script timeout means a renderer starved of CPU (ten pages on two slow
+    # cores), not a wrong page: poll again until WAIT_S is spent.
+    return WebDriverWait(driver, WAIT_S, poll_frequency=poll_s, ignored_exceptions=[TimeoutException]).until(
+        condition, message
+    )
 
 
 def charts(driver) -> list[dict]:
