@@ -250,8 +250,8 @@ def set_up(args: argparse.Namespace, run: Run) -> Training:
             print(f"resuming at epoch {start_epoch}, batch {skip_batches}, step {step}", file=sys.stderr)
     if args.cpu_bf16 and run.device.type == "cpu" and run.main and not cpu_has_bf16_units():
         print(
-            "--cpu-bf16: this CPU has neither AVX512-BF16 nor AMX, so bf16 products are emulated and probably "
-            "slower than fp32",
+            "--cpu-bf16: this CPU has neither AVX512-BF16 nor AMX, so bf16 products are emulated: on an AVX2-only "
+            "CPU a 1024x1024 bf16 product ran 158x slower than fp32. Leave out --cpu-bf16 here",
             file=sys.stderr,
         )
     loss: torch.nn.Module = TranslationLoss(model, config.pad_id, args.label_smoothing)
