@@ -110,12 +110,19 @@ class Tokenizer:
             return len(self.vocab)
         return self.processor(side).get_piece_size()
 
-    def encode(self, text: str, side: str = "source") -> list[int]:
-        """Piece ids of text, without BOS/EOS."""
+    def encode(self, text: str, side: str = "source", sampling: float = 0.0) -> list[int]:
+        """Piece ids of text, without BOS/EOS.
+
+        ``sampling`` > 0 draws one of the text's segmentations instead of the best one (subword regularisation,
+        for training): a BPE tokenizer skips each merge with this probability (BPE-dropout, Provilkov et al.
+        2020), a unigram one samples with this smoothing (Kudo 2018). The draws are SentencePiece's and differ
+        from process to process.
+        """
+        options = {"enable_sampling": True, "alpha": sampling, "nbest_size": -1} if sampling > 0 else {}
         if self.vocab is None:
-            return self.processor(side).encode(text, out_type=int)
+            return self.processor(side).encode(text, out_type=int, **options)
         code, text = split_language_code(text)
-        pieces = code + self.processor(side).encode(text, out_type=str)
+        pieces = code + self.processor(side).encode(text, out_type=str, **options)
         unk = self.vocab["<unk>"]
         return [self.vocab.get(piece, unk) for piece in pieces]
 

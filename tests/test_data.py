@@ -6,7 +6,8 @@ import random
 
 import torch
 
-from model.training.data import Example, collate, token_batches
+from model.training.data import Example, collate, encode_examples, token_batches
+from tests.model_utils import small_config, toy_sentences
 
 
 def corpus(count: int, seed: int) -> list[Example]:
@@ -45,3 +46,20 @@ def test_collate_pads_sources_and_targets_to_their_own_longest():
     assert torch.equal(src, torch.tensor([[7, 8, 3], [7, 3, 0]]))
     assert torch.equal(tgt, torch.tensor([[2, 9, 3, 0, 0], [2, 9, 9, 9, 3]]))
     assert src.dtype == tgt.dtype == torch.long
+
+
+def test_subword_sampling_draws_other_segmentations_of_the_same_text(toy_tokenizer):
+    """BPE-dropout (--subword-sampling): each draw splits some words into smaller pieces, two draws differ, every
+    draw decodes back to the sentence, and 0 keeps the best segmentation."""
+    pairs = [(sentence, sentence) for sentence in toy_sentences(200, seed=5)]
+    config = small_config(toy_tokenizer.vocab_size("source"))
+    best = encode_examples(pairs, toy_tokenizer, config)
+    assert best == encode_examples(pairs, toy_tokenizer, config, sampling=0.0)
+
+    first, second = (encode_examples(pairs, toy_tokenizer, config, sampling=0.3) for _ in range(2))
+    assert first != second
+    assert sum(len(e.src) for e in first) > 1.1 * sum(len(e.src) for e in best)  # fewer merges: more pieces
+    assert [e.src for e in first] != [e.tgt[1:] for e in first]  # source and target sides drawn apiece
+    for (source, _), example in zip(pairs, first, strict=True):
+        assert toy_tokenizer.decode(example.src, "source") == source
+        assert toy_tokenizer.decode(example.tgt, "target") == source

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -247,6 +248,48 @@ def test_init_from_continues_from_a_saved_checkpoint_and_keeps_its_history(corpu
         train_module.main(swapped)
     with pytest.raises(SystemExit, match="--init-from: .*config.json: file is missing"):
         train_module.main(["--data", str(corpus), "--out", str(tmp_path / "third"), "--init-from", str(tmp_path)])
+
+
+def test_subword_sampling_draws_new_pieces_and_a_resume_in_another_process_trains_on_the_same(corpus, tmp_path):
+    """--subword-sampling segments the training sentences anew every epoch, so the run differs from one on the best
+    segmentation. SentencePiece draws differently in every process, so the epoch's draw is kept in the run folder:
+    a run stopped one step into epoch 2 and resumed here, and its copy resumed in a new process, finish epoch 2
+    identically. A word tokenizer cannot sample: refused."""
+    torch.set_num_threads(1)
+    words = tmp_path / "words"
+    words.mkdir()
+    seen: set[tuple[str, ...]] = set()
+    for split, count, seed in (("train", 600, 1), ("val", 100, 2)):  # one word a sentence: BPE has merges to skip
+        pairs = reverse_pairs(count, seed, seen)
+        write_split(words, split, [(source.replace(" ", ""), target.replace(" ", "")) for source, target in pairs])
+    bpe = [*TRAIN_OPTIONS, "--tokenizer-type", "bpe", "--vocab-size", "40", "--data", str(words)]
+    sampling = ["--subword-sampling", "0.2"]
+    here, there = tmp_path / "resumed-here", tmp_path / "resumed-there"
+
+    train_module.main(["--out", str(tmp_path / "best"), *bpe, "--epochs", "1"])
+    train_module.main(["--out", str(here), *bpe, "--epochs", "1", *sampling])
+    assert read_metrics(here)[0]["train_loss"] != pytest.approx(read_metrics(tmp_path / "best")[0]["train_loss"])
+
+    stop_early = ["--max-minutes", "1e-9", "--device", "cpu", "--quiet"]  # one step into epoch 2
+    train_module.main(["--out", str(here), "--resume", "--epochs", "2", *stop_early])
+    drawn = torch.load(here / train_module.SAMPLED_FILE, weights_only=True)
+    tokenizer = load_checkpoint(here / "final", device="cpu").tokenizer
+    sources = read_lines(words / "train.src")
+    assert drawn["epoch"] == 2 and [tokenizer.decode(src, "source") for src in drawn["src"]] == sources
+    assert [src[:-1] for src in drawn["src"]] != [tokenizer.encode(source, "source") for source in sources]
+    shutil.copytree(here, there)
+
+    train_module.main(["--out", str(here), "--resume", "--epochs", "2", "--threads", "1", "--quiet"])
+    command = [sys.executable, "-m", "model.train", "--out", str(there), "--resume", "--epochs", "2", "--threads", "1"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
+    result = subprocess.run([*command, "--quiet"], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-4000:]
+    for mine, theirs in zip(read_metrics(there), read_metrics(here), strict=True):
+        for key in COMPARED:
+            assert mine[key] == pytest.approx(theirs[key], rel=1e-6), (mine["epoch"], key)
+
+    with pytest.raises(SystemExit, match="--subword-sampling needs a BPE or unigram tokenizer"):
+        train_module.main(["--data", str(corpus), "--out", str(tmp_path / "word"), *TRAIN_OPTIONS, *sampling])
 
 
 def test_train_step_returns_the_summed_loss_and_a_zero_weight_step_changes_nothing():

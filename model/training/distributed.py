@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -37,3 +38,11 @@ class Run:
         tensor = torch.tensor([value], dtype=torch.float64, device=self.device)
         dist.all_reduce(tensor)
         return float(tensor)
+
+    def broadcast(self, value: Any) -> Any:
+        """Rank 0's ``value`` (any picklable object) on every rank."""
+        if self.world == 1:
+            return value
+        box = [value]
+        dist.broadcast_object_list(box, src=0, device=self.device)
+        return box[0]

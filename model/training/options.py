@@ -57,6 +57,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="SentencePiece text normalisation; identity leaves out the ~240 KB NFKC table, for tiny checkpoints "
         "of ASCII text (e.g. python -m model.training.toy_tasks data), where NFKC changes nothing",
     )
+    tok.add_argument(
+        "--subword-sampling",
+        type=float,
+        default=0.0,
+        help="segment the training sentences anew every epoch, each merge of a BPE tokenizer skipped with this "
+        "probability (BPE-dropout; 0.1 in Provilkov et al. 2020), or a unigram tokenizer's segmentation sampled with "
+        "this smoothing; validation and translation keep the best segmentation. 0: off",
+    )
     arch = parser.add_argument_group("model")
     arch.add_argument("--layers", type=int, default=4, help="encoder layers and decoder layers (each)")
     arch.add_argument("--decoder-layers", type=int, help="decoder layers when different from --layers")
@@ -162,6 +170,7 @@ def run_arguments(args: argparse.Namespace, out: Path, write: bool) -> argparse.
     saved.setdefault("command", args.command)
     saved.setdefault("init_from", None)  # runs saved before --init-from existed
     saved.setdefault("cpu_bf16", False)  # and before --cpu-bf16
+    saved.setdefault("subword_sampling", 0.0)  # and before --subword-sampling
     for key in RUN_CONTROL:
         saved[key] = getattr(args, key)
     if getattr(args, "max_tokens_given", False):  # a new batch size takes effect from the next epoch's batches

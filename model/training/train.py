@@ -42,6 +42,8 @@ from model.training.validation import greedy_bleu, validation_loss
 from model.transformer import Transformer
 from model.translator import Translator
 
+SAMPLED_FILE = "sampled_epoch.pt"  # --subword-sampling: the current epoch's segmentation of the training pairs
+
 
 def load_corpus(args: argparse.Namespace) -> tuple[list[tuple[str, str]], list[tuple[str, str]], dict]:
     """Training and validation pairs from --data or the explicit files, and the paths they came from."""
@@ -168,7 +170,8 @@ class Training:
     out: Path
     tokenizer: Tokenizer
     config: TransformerConfig
-    train_examples: list[Example]
+    train_pairs: list[tuple[str, str]]
+    train_examples: list[Example]  # segmented anew every epoch under --subword-sampling
     valid_examples: list[Example]
     bleu_pairs: list[tuple[str, str]]  # validation pairs scored by greedy BLEU every epoch
     model: Transformer
@@ -234,6 +237,8 @@ def set_up(args: argparse.Namespace, run: Run) -> Training:
     tokenizer = get_tokenizer(args, out, train_pairs, run)
     config = make_config(args, tokenizer)
     train_examples = encode_examples(train_pairs, tokenizer, config)
+    if args.subword_sampling:
+        check_subword_sampling(tokenizer, train_pairs[0], args.subword_sampling)
     valid_examples = encode_examples(valid_pairs, tokenizer, config)
     bleu_pairs = valid_pairs[: args.valid_bleu_limit] if args.valid_bleu_limit else valid_pairs
 
@@ -265,6 +270,7 @@ def set_up(args: argparse.Namespace, run: Run) -> Training:
         out=out,
         tokenizer=tokenizer,
         config=config,
+        train_pairs=train_pairs,
         train_examples=train_examples,
         valid_examples=valid_examples,
         bleu_pairs=bleu_pairs,
@@ -281,6 +287,43 @@ def set_up(args: argparse.Namespace, run: Run) -> Training:
     training.session_start = time.time() - training.extra["elapsed"]
     training.clock_start = time.time()
     return training
+
+
+def sampled_examples(training: Training, epoch: int) -> list[Example]:
+    """The training pairs segmented anew for ``epoch`` (--subword-sampling), the same on every rank and after a resume.
+
+    SentencePiece's draws differ from process to process even after ``set_random_generator_seed`` (measured with
+    sentencepiece 0.2.3), so a seed cannot repeat them: rank 0 draws once an epoch and keeps the draw in the run
+    folder (SAMPLED_FILE), where a resume inside that epoch finds the pieces, hence the batches, it trained on;
+    the other ranks receive rank 0's draw.
+    """
+    path = training.out / SAMPLED_FILE
+    drawn = None
+    if training.run.main:
+        saved = torch.load(path, weights_only=True) if path.exists() else None
+        if saved is not None and saved["epoch"] == epoch:
+            drawn = saved
+        else:
+            examples = encode_examples(
+                training.train_pairs, training.tokenizer, training.config, training.args.subword_sampling
+            )
+            drawn = {"epoch": epoch, "src": [e.src for e in examples], "tgt": [e.tgt for e in examples]}
+            temporary = path.with_suffix(".tmp")  # renamed into place: a kill never leaves half a file
+            torch.save(drawn, temporary)
+            temporary.replace(path)
+    drawn = training.run.broadcast(drawn)
+    return [Example(src, tgt) for src, tgt in zip(drawn["src"], drawn["tgt"], strict=True)]
+
+
+def check_subword_sampling(tokenizer: Tokenizer, pair: tuple[str, str], sampling: float) -> None:
+    """Refuse --subword-sampling for a tokenizer with one segmentation per text (char and word models)."""
+    try:
+        tokenizer.encode(pair[0], "source", sampling)
+        tokenizer.encode(pair[1], "target", sampling)
+    except RuntimeError as error:
+        raise SystemExit(
+            f"--subword-sampling needs a BPE or unigram tokenizer; this one cannot sample segmentations ({error})"
+        ) from error
 
 
 def cpu_has_bf16_units() -> bool:
@@ -333,6 +376,8 @@ def train_epoch(training: Training, epoch: int) -> EpochTotals | None:
     """
     args, run = training.args, training.run
     training.model.train()
+    if args.subword_sampling:
+        training.train_examples = sampled_examples(training, epoch)
     batches = token_batches(training.train_examples, args.max_tokens, seed=args.seed * 1000 + epoch)
     skip = training.skip_batches
     quiet = args.quiet or not run.main
