@@ -254,7 +254,7 @@ def test_subword_sampling_draws_new_pieces_and_a_resume_in_another_process_train
     """--subword-sampling segments the training sentences anew every epoch, so the run differs from one on the best
     segmentation. SentencePiece draws differently in every process, so the epoch's draw is kept in the run folder:
     a run stopped one step into epoch 2 and resumed here, and its copy resumed in a new process, finish epoch 2
-    identically. A word tokenizer cannot sample: refused."""
+    identically. A value outside (0, 1] and a word tokenizer, which cannot sample, are refused."""
     torch.set_num_threads(1)
     words = tmp_path / "words"
     words.mkdir()
@@ -288,6 +288,8 @@ def test_subword_sampling_draws_new_pieces_and_a_resume_in_another_process_train
         for key in COMPARED:
             assert mine[key] == pytest.approx(theirs[key], rel=1e-6), (mine["epoch"], key)
 
+    with pytest.raises(SystemExit, match="--subword-sampling must be above 0 and at most 1"):
+        train_module.main(["--out", str(tmp_path / "negative"), *bpe, "--subword-sampling", "-0.1"])
     with pytest.raises(SystemExit, match="--subword-sampling needs a BPE or unigram tokenizer"):
         train_module.main(["--data", str(corpus), "--out", str(tmp_path / "word"), *TRAIN_OPTIONS, *sampling])
 
