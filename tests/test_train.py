@@ -24,6 +24,7 @@ from model.checkpoint import load_checkpoint
 from model.training import train as train_module
 from model.training.data import Example, read_lines, token_batches
 from model.training.optimization import train_step
+from model.training.state import SAMPLED_FILE
 
 pytestmark = pytest.mark.slow
 
@@ -272,7 +273,7 @@ def test_subword_sampling_draws_new_pieces_and_a_resume_in_another_process_train
 
     stop_early = ["--max-minutes", "1e-9", "--device", "cpu", "--quiet"]  # one step into epoch 2
     train_module.main(["--out", str(here), "--resume", "--epochs", "2", *stop_early])
-    drawn = torch.load(here / train_module.SAMPLED_FILE, weights_only=True)
+    drawn = torch.load(here / SAMPLED_FILE, weights_only=True)
     tokenizer = load_checkpoint(here / "final", device="cpu").tokenizer
     sources = read_lines(words / "train.src")
     assert drawn["epoch"] == 2 and [tokenizer.decode(src, "source") for src in drawn["src"]] == sources

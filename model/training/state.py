@@ -13,6 +13,14 @@ from typing import Any
 import torch
 
 STATE_FILE = "state.pt"
+SAMPLED_FILE = "sampled_epoch.pt"  # --subword-sampling: the current epoch's segmentation of the training pairs
+
+
+def save_atomically(value: Any, path: Path) -> None:
+    """torch.save to a temp file, then renamed into place: a kill never leaves half a file."""
+    temporary = path.with_suffix(".tmp")
+    torch.save(value, temporary)
+    temporary.replace(path)
 
 
 def save_state(
@@ -24,7 +32,7 @@ def save_state(
     batch_in_epoch: int,
     extra: dict[str, Any],
 ) -> None:
-    """Everything --resume needs: written to a temp file and renamed, so a kill never leaves half a file."""
+    """Everything --resume needs (but the epoch's SAMPLED_FILE), saved atomically."""
     state = {
         "model": model.state_dict(),
         "optimizer": optimizer.state_dict(),
@@ -35,9 +43,7 @@ def save_state(
         "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
         "extra": json.dumps(extra),
     }
-    temporary = path.with_suffix(".tmp")
-    torch.save(state, temporary)
-    temporary.replace(path)
+    save_atomically(state, path)
 
 
 def load_state(

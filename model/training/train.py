@@ -37,12 +37,10 @@ from model.training.distributed import Run
 from model.training.loss import TranslationLoss
 from model.training.optimization import average_weights, inverse_sqrt, make_optimizer, train_step, weights_of
 from model.training.options import DEFAULT_DROPOUT, build_parser, run_arguments
-from model.training.state import STATE_FILE, load_state, save_state
+from model.training.state import SAMPLED_FILE, STATE_FILE, load_state, save_atomically, save_state
 from model.training.validation import greedy_bleu, validation_loss
 from model.transformer import Transformer
 from model.translator import Translator
-
-SAMPLED_FILE = "sampled_epoch.pt"  # --subword-sampling: the current epoch's segmentation of the training pairs
 
 
 def load_corpus(args: argparse.Namespace) -> tuple[list[tuple[str, str]], list[tuple[str, str]], dict]:
@@ -236,9 +234,11 @@ def set_up(args: argparse.Namespace, run: Run) -> Training:
     train_pairs, valid_pairs, paths = load_corpus(args)
     tokenizer = get_tokenizer(args, out, train_pairs, run)
     config = make_config(args, tokenizer)
-    train_examples = encode_examples(train_pairs, tokenizer, config)
-    if args.subword_sampling:
+    if args.subword_sampling:  # every epoch draws its own segmentation (sampled_examples)
         check_subword_sampling(tokenizer, train_pairs[0], args.subword_sampling)
+        train_examples = []
+    else:
+        train_examples = encode_examples(train_pairs, tokenizer, config)
     valid_examples = encode_examples(valid_pairs, tokenizer, config)
     bleu_pairs = valid_pairs[: args.valid_bleu_limit] if args.valid_bleu_limit else valid_pairs
 
@@ -308,9 +308,7 @@ def sampled_examples(training: Training, epoch: int) -> list[Example]:
                 training.train_pairs, training.tokenizer, training.config, training.args.subword_sampling
             )
             drawn = {"epoch": epoch, "src": [e.src for e in examples], "tgt": [e.tgt for e in examples]}
-            temporary = path.with_suffix(".tmp")  # renamed into place: a kill never leaves half a file
-            torch.save(drawn, temporary)
-            temporary.replace(path)
+            save_atomically(drawn, path)
     drawn = training.run.broadcast(drawn)
     return [Example(src, tgt) for src, tgt in zip(drawn["src"], drawn["tgt"], strict=True)]
 
