@@ -94,8 +94,8 @@ BENCHMARKS = (
         "training tokens/s vs the tutorial nn.Transformer",
     ),
     Benchmark(
-        ("train_tokens_per_s", "train_tokens_per_s_1536", "train_tokens_per_s_bf16"),
-        single(training_benchmarks.train_tokens_per_s),
+        tuple(training_benchmarks.CASES),
+        training_benchmarks.train_tokens_per_s,
         "training steps of the shipped configuration and of the recipe (no attention/activation dropout), "
         "2 threads, fp32 and --cpu-bf16, model-FLOP utilisation; vs --baseline-tree in turns",
         default_devices=("cpu",),  # it times CPU training (the worker processes), whatever --device says

@@ -87,16 +87,19 @@ def run_worker(tree: Path, ctx: Context, steps: int, max_tokens: int, cpu_bf16: 
     return json.loads(result.stdout.strip().splitlines()[-1])["tokens_per_s"]
 
 
-def train_tokens_per_s(ctx: Context) -> list[Record]:
-    """Training steps of the checkpoint's configuration in the CASES, this tree against --baseline-tree (fp32) in
-    turns when it is given; model-FLOP utilisation of each against the matrix-multiply peak measured here in the
-    precision of its matrix products."""
+def train_tokens_per_s(ctx: Context, names: tuple[str, ...]) -> list[Record]:
+    """Training steps of the checkpoint's configuration in the CASES named (each case's worker processes take about
+    half a minute even with --quick), this tree against --baseline-tree (fp32) in turns when it is given; model-FLOP
+    utilisation of each against the matrix-multiply peak measured here in the precision of its matrix products."""
     steps, rounds = ctx.reps(10, 25), ctx.reps(2, 4)
-    peaks = {False: matmul_peak_flops(THREADS), True: matmul_peak_flops(THREADS, torch.bfloat16)}
+    cases = {name: CASES[name] for name in names}
+    # the fp32 peak always (a baseline tree's steps are fp32), the bf16 one when a --cpu-bf16 case runs
+    precisions = {False} | {cpu_bf16 for _, cpu_bf16 in cases.values()}
+    peaks = {bf16: matmul_peak_flops(THREADS, torch.bfloat16 if bf16 else torch.float32) for bf16 in precisions}
     baseline_tree = ctx.baseline_tree
-    flops_per_token = {max_tokens: flops_per_target_token(ctx, max_tokens) for max_tokens, _ in CASES.values()}
+    flops_per_token = {max_tokens: flops_per_target_token(ctx, max_tokens) for max_tokens, _ in cases.values()}
     records = []
-    for name, (max_tokens, cpu_bf16) in CASES.items():
+    for name, (max_tokens, cpu_bf16) in cases.items():
         per_token = flops_per_token[max_tokens]
         peak = peaks[cpu_bf16]
         samples: dict[str, list[float]] = {"tree": [], "baseline": []}
