@@ -88,9 +88,9 @@ def run_worker(tree: Path, ctx: Context, steps: int, max_tokens: int, cpu_bf16: 
 
 
 def train_tokens_per_s(ctx: Context, names: tuple[str, ...]) -> list[Record]:
-    """Training steps of the checkpoint's configuration in the CASES named (each case's worker processes take about
-    half a minute even with --quick), this tree against --baseline-tree (fp32) in turns when it is given; model-FLOP
-    utilisation of each against the matrix-multiply peak measured here in the precision of its matrix products."""
+    """Training steps of the checkpoint's configuration in the CASES named (each case's worker processes take over
+    half a minute on 2 cores even with --quick), this tree against --baseline-tree (fp32) in turns when it is given;
+    model-FLOP utilisation of each against the matrix-multiply peak measured here in the precision of its products."""
     steps, rounds = ctx.reps(10, 25), ctx.reps(2, 4)
     cases = {name: CASES[name] for name in names}
     # the fp32 peak always (a baseline tree's steps are fp32), the bf16 one when a --cpu-bf16 case runs
