@@ -251,11 +251,12 @@ def test_init_from_continues_from_a_saved_checkpoint_and_keeps_its_history(corpu
         train_module.main(["--data", str(corpus), "--out", str(tmp_path / "third"), "--init-from", str(tmp_path)])
 
 
-def test_subword_sampling_draws_new_pieces_and_a_resume_in_another_process_trains_on_the_same(corpus, tmp_path):
+def test_subword_sampling_draws_new_pieces_and_a_resume_in_another_process_trains_on_the_same(corpus, tmp_path, capsys):
     """--subword-sampling segments the training sentences anew every epoch, so the run differs from one on the best
     segmentation. SentencePiece draws differently in every process, so the epoch's draw is kept in the run folder:
     a run stopped one step into epoch 2 and resumed here, and its copy resumed in a new process, finish epoch 2
-    identically. A value outside (0, 1] and a word tokenizer, which cannot sample, are refused."""
+    identically. A value outside (0, 1] is refused as the options are parsed, a word tokenizer (it cannot sample) once
+    it is built."""
     torch.set_num_threads(1)
     words = tmp_path / "words"
     words.mkdir()
@@ -289,8 +290,14 @@ def test_subword_sampling_draws_new_pieces_and_a_resume_in_another_process_train
         for key in COMPARED:
             assert mine[key] == pytest.approx(theirs[key], rel=1e-6), (mine["epoch"], key)
 
-    with pytest.raises(SystemExit, match="--subword-sampling must be above 0 and at most 1"):
-        train_module.main(["--out", str(tmp_path / "negative"), *bpe, "--subword-sampling", "-0.1"])
+    capsys.readouterr()
+    for wrong in ("-0.1", "1.5", "nan"):  # refused as the options are parsed: no tokenizer trained, no folder made
+        with pytest.raises(SystemExit):
+            train_module.main(["--out", str(tmp_path / "wrong"), *bpe, "--subword-sampling", wrong])
+        assert (
+            f"--subword-sampling: must be above 0 and at most 1 (0: off), not {float(wrong)}" in capsys.readouterr().err
+        )
+        assert not (tmp_path / "wrong").exists()
     with pytest.raises(SystemExit, match="--subword-sampling needs a BPE or unigram tokenizer"):
         train_module.main(["--data", str(corpus), "--out", str(tmp_path / "word"), *TRAIN_OPTIONS, *sampling])
 

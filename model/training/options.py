@@ -22,6 +22,15 @@ RUN_CONTROL = ("epochs", "max_minutes", "quiet", "device", "threads", "patience"
 DEFAULT_DROPOUT = 0.3  # --dropout of a new model; with --init-from the checkpoint's stays unless given
 
 
+def subword_sampling(text: str) -> float:
+    """--subword-sampling's value: a probability or a smoothing exponent, in (0, 1], or 0 for off; refused at parse
+    time, before a tokenizer is trained or a run folder is made."""
+    value = float(text)
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"must be above 0 and at most 1 (0: off), not {value}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The options of ``python -m model.train``, grouped as --help shows them: data, tokenizer, model,
     optimisation, run."""
@@ -59,7 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     tok.add_argument(
         "--subword-sampling",
-        type=float,
+        type=subword_sampling,
         default=0.0,
         help="segment the training sentences anew every epoch, each merge of a BPE tokenizer skipped with this "
         "probability (BPE-dropout; 0.1 in Provilkov et al. 2020), or a unigram tokenizer's segmentation sampled with "

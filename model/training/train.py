@@ -314,10 +314,8 @@ def sampled_examples(training: Training, epoch: int) -> list[Example]:
 
 
 def check_subword_sampling(tokenizer: Tokenizer, pair: tuple[str, str], sampling: float) -> None:
-    """Refuse a --subword-sampling outside (0, 1] (a probability, or a smoothing exponent), and one for a tokenizer
-    with one segmentation per text (char and word models)."""
-    if not 0 < sampling <= 1:
-        raise SystemExit(f"--subword-sampling must be above 0 and at most 1 (0: off), not {sampling}")
+    """Refuse --subword-sampling for a tokenizer with one segmentation per text (char and word models); its range
+    is checked when the options are parsed (options.subword_sampling)."""
     try:
         tokenizer.encode(pair[0], "source", sampling)
         tokenizer.encode(pair[1], "target", sampling)
