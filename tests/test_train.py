@@ -147,10 +147,18 @@ def test_resume_continues_where_the_run_stopped(reference_run, corpus, tmp_path,
     state = torch.load(out / "state.pt", map_location="cpu", weights_only=True)
     assert (state["epoch"], state["batch_in_epoch"], state["step"]) == (3, 1, 2 * steps_per_epoch + 1)
     assert len(read_metrics(out)) == 2
+    assert json.loads((out / "final" / "card.json").read_text())["stopped"] == "--max-minutes reached in epoch 3"
     capsys.readouterr()
 
     train_module.main(["--out", str(out), "--resume", "--epochs", str(EPOCHS), "--device", "cpu", "--threads", "1"])
     assert f"resuming at epoch 3, batch 1, step {2 * steps_per_epoch + 1}" in capsys.readouterr().err
+    # the card says why this session ended, not the last one's --max-minutes
+    card = json.loads((out / "final" / "card.json").read_text())
+    assert (
+        card["stopped"]
+        == card["history"][-1]["stopped"]
+        == f"stopped after its {EPOCHS} planned epochs (--epochs {EPOCHS})"
+    )
 
     resumed, reference = read_metrics(out), read_metrics(reference_run)
     assert [m["epoch"] for m in resumed] == list(range(1, EPOCHS + 1))

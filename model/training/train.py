@@ -471,7 +471,7 @@ def write_final(training: Training, elapsed: float) -> None:
         "steps": training.step,
         "averaged_epochs": [p.stem for p in averaged_epochs],
         "final_weights": final_weights,
-        "stopped": extra.get("stopped", ""),
+        "stopped": extra["stopped"] or f"stopped after its {args.epochs} planned epochs (--epochs {args.epochs})",
         "wall_time_s": round(elapsed, 1),
         "hardware": f"{platform.processor() or platform.machine()}, {torch.get_num_threads()} threads"
         + (f", {torch.cuda.get_device_name(device)}" if device.type == "cuda" else ""),
@@ -510,6 +510,7 @@ def finish(training: Training) -> None:
 def train(args: argparse.Namespace) -> Path:
     """Run or resume the training run in ``args.out``; returns its final checkpoint folder."""
     training = set_up(args, Run(args.device))
+    training.extra["stopped"] = ""  # a resumed run has not stopped yet: the saved reason is its last session's
     if training.step == 0 and not training.args.init_from:
         training.snapshot("untrained")
     for epoch in range(training.start_epoch, training.args.epochs + 1):
