@@ -161,7 +161,7 @@ def log_metrics(path: Path, record: dict[str, Any]) -> None:
 @dataclass
 class Training:
     """One training run between its steps. ``step``, ``start_epoch``, ``skip_batches`` and ``extra`` are
-    what the saved state restores; ``extra`` also carries the best epoch so far and why the run stopped."""
+    what the saved state restores; ``extra`` also carries the best epoch so far."""
 
     args: argparse.Namespace
     run: Run
@@ -182,9 +182,9 @@ class Training:
     step: int = 0
     start_epoch: int = 1
     skip_batches: int = 0  # batches of start_epoch done before a resume
-    extra: dict[str, Any] = field(
-        default_factory=lambda: {"best_bleu": -1.0, "best_epoch": 0, "elapsed": 0.0, "stopped": ""}
-    )
+    extra: dict[str, Any] = field(default_factory=lambda: {"best_bleu": -1.0, "best_epoch": 0, "elapsed": 0.0})
+    # what ended this session before its last epoch; not saved, so a resume does not inherit the last session's
+    stopped: str = ""
     session_start: float = 0.0  # time.time() minus the time earlier sessions of the run took
     clock_start: float = 0.0  # when this session started: --max-minutes counts from here
 
@@ -405,7 +405,7 @@ def train_epoch(training: Training, epoch: int) -> EpochTotals | None:
             break
     progress.close()
     if index + 1 < len(batches):
-        training.extra["stopped"] = f"--max-minutes reached in epoch {epoch}"
+        training.stopped = f"--max-minutes reached in epoch {epoch}"
         if run.main:
             training.save(epoch, index + 1)
         return None
@@ -438,7 +438,7 @@ def end_epoch(training: Training, epoch: int, totals: EpochTotals) -> bool:
         training.save(epoch + 1, 0)
     best_epoch = run.all_sum(extra["best_epoch"] if run.main else 0)
     if epoch - best_epoch >= args.patience:
-        extra["stopped"] = f"early stop: no better validation BLEU since epoch {int(best_epoch)}"
+        training.stopped = f"early stop: no better validation BLEU since epoch {int(best_epoch)}"
         return True
     return False
 
@@ -471,7 +471,7 @@ def write_final(training: Training, elapsed: float) -> None:
         "steps": training.step,
         "averaged_epochs": [p.stem for p in averaged_epochs],
         "final_weights": final_weights,
-        "stopped": extra["stopped"] or f"stopped after its {args.epochs} planned epochs (--epochs {args.epochs})",
+        "stopped": training.stopped or f"stopped after its {args.epochs} planned epochs (--epochs {args.epochs})",
         "wall_time_s": round(elapsed, 1),
         "hardware": f"{platform.processor() or platform.machine()}, {torch.get_num_threads()} threads"
         + (f", {torch.cuda.get_device_name(device)}" if device.type == "cuda" else ""),
@@ -510,7 +510,6 @@ def finish(training: Training) -> None:
 def train(args: argparse.Namespace) -> Path:
     """Run or resume the training run in ``args.out``; returns its final checkpoint folder."""
     training = set_up(args, Run(args.device))
-    training.extra["stopped"] = ""  # a resumed run has not stopped yet: the saved reason is its last session's
     if training.step == 0 and not training.args.init_from:
         training.snapshot("untrained")
     for epoch in range(training.start_epoch, training.args.epochs + 1):
