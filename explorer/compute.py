@@ -18,6 +18,7 @@ import streamlit as st
 from model import load_checkpoint
 from model.analysis.ablation import AblationComparison, compare_ablation
 from model.analysis.attribution import Attribution
+from model.analysis.domain import SourceWords
 from model.analysis.head_stats import batch_head_statistics, readable_cross_head, trace_head_statistics
 from model.analysis.importance import HeadImportance, head_importance
 from model.analysis.internals import AttentionStages
@@ -91,6 +92,12 @@ def load_translator(key: ModelKey) -> Translator:
     Room for a few checkpoints with their training snapshots (the training-evolution view).
     """
     return load_checkpoint(key.path, device=key.device)
+
+
+@st.cache_resource(show_spinner=False, max_entries=8)
+def source_words(key: ModelKey) -> SourceWords | None:
+    """The checkpoint's training word counts (source_words.json), shared read-only; None when it has none."""
+    return SourceWords.load(key.path)
 
 
 @st.cache_data(show_spinner="Translating…", max_entries=256)

@@ -186,6 +186,20 @@ def unlike_training_notice(card: dict[str, Any], reasons: Sequence[str]) -> str:
     )
 
 
+def rare_words_line(card: dict[str, Any], rare: Sequence[tuple[str, int]], sentences: int, shown: int = 6) -> str:
+    """The sentence's words the model barely saw in training, with how often (Markdown, one line)."""
+    what = card_section(card, "domain").get("name", "sentences")
+    listed = ", ".join(
+        f"“{escape_markdown(word)}” ({'never' if count == 0 else 'once' if count == 1 else f'{count} times'})"
+        for word, count in rare[:shown]
+    )
+    more = f" and {len(rare) - shown} more" if len(rare) > shown else ""
+    return (
+        f"Barely seen in its {sentences:,} training {escape_markdown(str(what))}: {listed}{more}. "
+        "The model has little to go on for these words."
+    )
+
+
 CAVEAT = (
     "Attention weights show where each position *reads from*; they are not by themselves an "
     "explanation of the model's decision. Other heads, the feed-forward layers and the residual "

@@ -8,7 +8,7 @@ from streamlit.delta_generator import DeltaGenerator
 
 import viz
 from explorer.components import svg_download
-from explorer.compute import ModelKey, TraceKey, compute_trace, readable_head
+from explorer.compute import ModelKey, TraceKey, compute_trace, readable_head, source_words
 from explorer.context import Lesson, PageContext
 from explorer.copy import (
     CAVEAT,
@@ -18,6 +18,7 @@ from explorer.copy import (
     card_section,
     escape_markdown,
     learned_from,
+    rare_words_line,
     unlike_training_notice,
 )
 from explorer.sidebar import checkpoint_picker, presenter_toggle, settings_controls
@@ -162,6 +163,9 @@ def translation_section(ctx: PageContext, hide_output: bool) -> None:
         source = f"“{escape_markdown(trace.source_text)}” → " if ctx.controls is not None else ""
         st.markdown(f"{source}**Translation** ({ctx.mode})")
         st.markdown(f"### {escape_markdown(trace.translation) or '(empty)'}")
+    words = source_words(ctx.trace_key.model)
+    if words is not None and (rare := words.rare(trace.source_text)):
+        st.caption(rare_words_line(ctx.card, rare, words.sentences))
 
 
 def details_section(ctx: PageContext, hide_output: bool) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from explorer.copy import bleu_scores, describe_card, escape_markdown, example_sentences
+from explorer.copy import bleu_scores, describe_card, escape_markdown, example_sentences, rare_words_line
 
 
 def test_card_summary_and_examples():
@@ -27,3 +27,16 @@ def test_a_toy_card_says_how_often_it_is_exactly_right_instead_of_a_bleu_label()
     summary = describe_card(card)
     assert "gets 99.9% of 1,000 new inputs exactly right" in summary
     assert "BLEU" not in summary
+
+
+def test_the_rare_words_line_says_how_often_each_word_was_seen():
+    card = {"domain": {"name": "image captions"}}
+    rare = [("sat", 3), ("didn't", 0), ("mat*", 1)]
+    assert rare_words_line(card, rare, 29000) == (
+        "Barely seen in its 29,000 training image captions: “sat” (3 times), “didn't” (never), “mat\\*” (once). "
+        "The model has little to go on for these words."
+    )
+    many = rare_words_line({}, [(f"w{i}", 0) for i in range(9)], 12, shown=6)
+    assert (
+        many.startswith("Barely seen in its 12 training sentences: “w0” (never)") and "“w5” (never) and 3 more." in many
+    )

@@ -198,3 +198,36 @@ def test_card_split_records_scores_and_keeps_the_card(tiny_checkpoint, tmp_path)
          + ["--max-len", "6", "--quiet", "--card-split", "test"])  # fmt: skip
     history = json.loads((folder / "card.json").read_text())["history"]
     assert "scores" not in history[0] and history[1]["scores"]["test"]["beam_size"] == 1  # the run that made them
+
+
+def test_by_rarest_word_scores_each_group_of_sentences(tiny_checkpoint, translator, tmp_path, capsys):
+    import shutil
+
+    from model.analysis.domain import SourceWords
+
+    folder = tmp_path / "ckpt"
+    shutil.copytree(tiny_checkpoint, folder)
+    sources = ["a man rides a bike.", "two dogs play.", "a man sleeps."]
+    hypotheses = [translator.translate(source, beam_size=1, max_len=6) for source in sources]
+    references = references_for(hypotheses)
+    src, ref = tmp_path / "s.en", tmp_path / "r.de"
+    src.write_text("".join(s + "\n" for s in sources), encoding="utf-8")
+    ref.write_text("".join(r + "\n" for r in references), encoding="utf-8")
+    argv = ["--checkpoint", str(folder), "--src", str(src), "--ref", str(ref), "--beam", "1", "--device", "cpu",
+            "--max-len", "6", "--quiet", "--by-rarest-word"]  # fmt: skip
+    with pytest.raises(SystemExit) as exit_info:
+        evaluate_module.main(argv)
+    assert exit_info.value.code == 2
+    assert "source_words.json is missing" in capsys.readouterr().err
+
+    SourceWords(10, {"a": 20, "man": 20, "rides": 2, "bike": 5, "two": 7, "dogs": 7, "play": 7}).save(folder)
+    result = evaluate_module.main(argv)
+    expected = [("0", [2]), ("2-3", [0]), ("4-10", [1])]  # "sleeps" never seen, "rides" twice, "two dogs play" 7
+    assert [(group["rarest_word_seen"], group["sentences"]) for group in result["by_rarest_word"]] == [
+        (seen, len(members)) for seen, members in expected
+    ]
+    for group, (_, members) in zip(result["by_rarest_word"], expected, strict=True):
+        hyps, refs = [hypotheses[i] for i in members], [references[i] for i in members]
+        assert group["chrf"] == pytest.approx(sacrebleu.corpus_chrf(hyps, [refs]).score, abs=0.01)
+    printed = capsys.readouterr().out
+    assert "rarest word seen" in printed and "2-3 times" in printed

@@ -20,6 +20,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from model.analysis.domain import SourceWords
 from model.checkpoint import load_checkpoint
 from model.training import train as train_module
 from model.training.data import Example, read_lines, token_batches
@@ -111,6 +112,8 @@ def test_training_learns_the_reverse_task(reference_run, corpus):
     assert card["averaged_epochs"] and card["valid_bleu_greedy"] > 90
     assert card["final_weights"] == f"the average of {card['averaged_epochs'][0]}-{card['averaged_epochs'][-1]}"
     assert card["config"] == json.loads((reference_run / "final" / "config.json").read_text())  # the files' own
+    # the training source's words, counted for the page's "barely seen" line
+    assert SourceWords.load(reference_run / "final") == SourceWords.count(read_lines(corpus / "train.src"))
 
 
 def test_the_untrained_snapshot_is_stored_as_the_runs_seed(reference_run):

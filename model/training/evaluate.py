@@ -110,6 +110,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--hyp-out", metavar="FILE", help="write the translations, one a line, to this file")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     parser.add_argument(
+        "--by-rarest-word",
+        action="store_true",
+        help="also score the sentences grouped by how often their rarest word occurs in training "
+        "(needs the checkpoint's source_words.json)",
+    )
+    parser.add_argument(
         "--card-split",
         metavar="NAME",
         help="record the scores in the checkpoint's card.json under scores.NAME (e.g. test_2016_flickr)",
@@ -156,6 +162,15 @@ def format_table(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def format_groups(groups: list[dict[str, Any]]) -> str:
+    """scores_by_rarest_word's groups as a table."""
+    lines = [f"{'rarest word seen':<20} {'sentences':>9} {'BLEU':>7} {'chrF':>7}"]
+    for group in groups:
+        seen = f"{group['rarest_word_seen']} times"
+        lines.append(f"{seen:<20} {group['sentences']:>9} {group['bleu']:>7.2f} {group['chrf']:>7.2f}")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -168,7 +183,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if len(sources) != len(references):
         parser.error(f"--src {args.src} has {len(sources)} lines but --ref {args.ref} has {len(references)}")
 
+    from model.analysis.domain import SOURCE_WORDS_FILE, SourceWords, scores_by_rarest_word
     from model.checkpoint import CheckpointError, load_checkpoint  # after argument checks: loading is slow
+
+    words = SourceWords.load(args.checkpoint) if args.by_rarest_word else None
+    if args.by_rarest_word and words is None:
+        parser.error(
+            f"--by-rarest-word: {Path(args.checkpoint) / SOURCE_WORDS_FILE} is missing or unreadable; write it with "
+            f"python -m model.analysis.domain --checkpoint {args.checkpoint} --training-sentences TRAIN_SOURCE"
+        )
 
     try:
         translator = load_checkpoint(args.checkpoint, device=args.device)
@@ -197,11 +220,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     }
     if args.hyp_out:
         Path(args.hyp_out).write_text("".join(h + "\n" for h in hypotheses), encoding="utf-8")
+    if words is not None:
+        result["by_rarest_word"] = scores_by_rarest_word(words, sources, hypotheses, references)
     if args.card_split:
         record_on_card(args.checkpoint, args.card_split, result)
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     print(format_table(result))
+    if words is not None:
+        print(format_groups(result["by_rarest_word"]))
     print(json.dumps(result, ensure_ascii=False))
     return result
 

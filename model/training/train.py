@@ -29,6 +29,7 @@ import torch.distributed as dist
 from safetensors.torch import save_file
 from tqdm import tqdm
 
+from model.analysis.domain import SourceWords
 from model.checkpoint import CheckpointError, build_model, read_card, save_checkpoint
 from model.config import TransformerConfig
 from model.tokenizer import Tokenizer, train_sentencepiece
@@ -493,6 +494,7 @@ def write_final(training: Training, elapsed: float) -> None:
         "history": [*getattr(args, "init_history", []), {k: v for k, v in this_run.items() if v is not None}],
     }
     save_checkpoint(out / "final", model, training.tokenizer, card, half=True)
+    SourceWords.count(source for source, _ in training.train_pairs).save(out / "final")  # the page's rare words
     snapshot_dir = out / "snapshots" / "final"
     save_checkpoint(snapshot_dir, model, training.tokenizer, {**card, "snapshot": "final"}, half=True)
     print(f"final checkpoint: {out / 'final'} (valid greedy BLEU {card['valid_bleu_greedy']:.2f})", file=sys.stderr)
