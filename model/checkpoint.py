@@ -1,4 +1,5 @@
-"""Checkpoints as folders: config.json, model.safetensors, tokenizer model(s), card.json.
+"""Checkpoints as folders: config.json, model.safetensors, tokenizer model(s), card.json, and optionally
+source_words.json (the training source's word counts; model.analysis.domain.SourceWords reads it).
 
 Loading never unpickles anything: weights come only from safetensors, metadata only from
 JSON. Every problem names the file and what is wrong with it. An untrained model's folder may
