@@ -166,7 +166,8 @@ def format_groups(groups: list[dict[str, Any]]) -> str:
     """scores_by_rarest_word's groups as a table."""
     lines = [f"{'rarest word seen':<20} {'sentences':>9} {'BLEU':>7} {'chrF':>7}"]
     for group in groups:
-        seen = f"{group['rarest_word_seen']} times"
+        label = group["rarest_word_seen"]
+        seen = {"0": "never", "1": "once"}.get(label, f"{label} times")
         lines.append(f"{seen:<20} {group['sentences']:>9} {group['bleu']:>7.2f} {group['chrf']:>7.2f}")
     return "\n".join(lines)
 
