@@ -176,3 +176,39 @@ def test_tokenizer_ids_pieces_and_words(toy_tokenizer, tmp_path):
     assert word_index(["<s>", "\u2581a", "\u2581bi", "ke", ".", "</s>"]) == [0, 1, 2, 2, 2, 3]
     toy_tokenizer.save(tmp_path)
     assert Tokenizer.load(tmp_path).encode("a man") == toy_tokenizer.encode("a man")
+
+
+def test_averaging_checkpoints_writes_the_mean_of_their_weights(tmp_path, toy_tokenizer, capsys):
+    from model.analysis.domain import SOURCE_WORDS_FILE
+    from model.training import average
+
+    folders = []
+    for seed in (1, 2):
+        torch.manual_seed(seed)
+        model = Transformer(small_config(toy_tokenizer.vocab_size("source"), share_embeddings=True, tie_output=True))
+        card = {"source_language": "en", "scores": {"val": {"bleu": 1.0}}, "history": [{"command": f"run {seed}"}]}
+        folder = save_checkpoint(tmp_path / f"run{seed}", model.eval(), toy_tokenizer, card)
+        (folder / SOURCE_WORDS_FILE).write_text('{"sentences": 1, "counts": {"a": 1}}\n')
+        folders.append(folder)
+    out = average.main([str(folders[0]), str(folders[1]), "--out", str(tmp_path / "mean")])
+
+    weights = [load_checkpoint(folder, device="cpu").model.state_dict() for folder in (*folders, out)]
+    for name, value in weights[2].items():  # stored in fp16
+        torch.testing.assert_close(value, (weights[0][name] + weights[1][name]) / 2, atol=2e-3, rtol=1e-3)
+    card = json.loads((out / "card.json").read_text())
+    assert "scores" not in card  # the first checkpoint's scores are not the mean's
+    assert card["history"][0] == {"command": "run 1"}
+    assert card["history"][1]["averaged_from"] == [str(folder) for folder in folders]
+    assert (out / SOURCE_WORDS_FILE).read_text() == (folders[0] / SOURCE_WORDS_FILE).read_text()
+
+    torch.manual_seed(3)
+    wider = Transformer(small_config(toy_tokenizer.vocab_size("source"), d_model=64, share_embeddings=True))
+    other = save_checkpoint(tmp_path / "wider", wider, toy_tokenizer, {})
+    for argv, message in (
+        ([str(folders[0]), str(other), "--out", str(tmp_path / "x")], "config.json differs"),
+        ([str(folders[0]), str(folders[1]), "--out", str(out)], "already exists"),
+        ([str(folders[0]), "--out", str(tmp_path / "y")], "at least two"),
+    ):
+        with pytest.raises(SystemExit) as exit_info:
+            average.main(argv)
+        assert exit_info.value.code == 2 and message in capsys.readouterr().err
