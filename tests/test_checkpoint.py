@@ -186,7 +186,9 @@ def test_averaging_checkpoints_writes_the_mean_of_their_weights(tmp_path, toy_to
     for seed in (1, 2):
         torch.manual_seed(seed)
         model = Transformer(small_config(toy_tokenizer.vocab_size("source"), share_embeddings=True, tie_output=True))
-        card = {"source_language": "en", "scores": {"val": {"bleu": 1.0}}, "history": [{"command": f"run {seed}"}]}
+        runs = [{"command": "run 1", "epochs": 3, "wall_time_s": 60.0}]
+        runs += [{"command": "run 2", "epochs": 2, "wall_time_s": 30.5}] if seed == 2 else []
+        card = {"source_language": "en", "scores": {"val": {"bleu": 1.0}}, "history": runs}  # 2 continues 1
         folder = save_checkpoint(tmp_path / f"run{seed}", model.eval(), toy_tokenizer, card)
         (folder / SOURCE_WORDS_FILE).write_text('{"sentences": 1, "counts": {"a": 1}}\n')
         folders.append(folder)
@@ -197,8 +199,10 @@ def test_averaging_checkpoints_writes_the_mean_of_their_weights(tmp_path, toy_to
         torch.testing.assert_close(value, (weights[0][name] + weights[1][name]) / 2, atol=2e-3, rtol=1e-3)
     card = json.loads((out / "card.json").read_text())
     assert "scores" not in card  # the first checkpoint's scores are not the mean's
-    assert card["history"][0] == {"command": "run 1"}
-    assert card["history"][1]["averaged_from"] == [str(folder) for folder in folders]
+    assert [run["command"] for run in card["history"][:2]] == ["run 1", "run 2"]
+    assert card["train_command"].startswith("run 1 ; then run 2 ; then python -m model.training.average")
+    assert card["wall_time_s"] == 90.5
+    assert card["history"][2]["averaged_from"] == [str(folder) for folder in folders] and len(card["history"]) == 3
     assert (out / SOURCE_WORDS_FILE).read_text() == (folders[0] / SOURCE_WORDS_FILE).read_text()
 
     torch.manual_seed(3)

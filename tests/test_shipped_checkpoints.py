@@ -25,7 +25,9 @@ DATA = REPO.parent / "shared" / "data" / "multi30k"
 # name -> (source language, target language, lowercased BLEU floor on the first 20 test sentences, beam 5)
 SHIPPED = {
     "multi30k-en-de": ("en", "de", 38.0),  # measured 43.3 (beam 5) when shipped (the 3+3, d_model 256 model)
-    "multi30k-de-en": ("de", "en", 47.0),  # measured 52.3 (beam 5) when shipped (the 3+3, d_model 256 model)
+    # measured 47.6 (beam 5) when shipped (the mean of the 3+3, d_model 256 model and its BPE-dropout continuation;
+    # 43.5 on the whole test set against the 3+3 model's 42.8, but lower on these 20: 52.3)
+    "multi30k-de-en": ("de", "en", 44.0),
     "multi30k-en-fr": ("en", "fr", 54.0),  # measured 59.1 (beam 5) when shipped (the 3+3, d_model 256 model)
 }
 

@@ -41,15 +41,39 @@ def average_checkpoints(folders: list[Path]) -> tuple[Transformer, Tokenizer]:
     return model.eval(), tokenizer
 
 
+def joint_history(folders: list[Path]) -> list[dict[str, Any]]:
+    """Every training run behind the averaged checkpoints, once each, in order: a continuation's card repeats the runs
+    of the checkpoint it started from (with fewer scores), so a run is known by its command, epochs and steps."""
+    runs: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for folder in folders:
+        history = read_card(folder).get("history")
+        for record in history if isinstance(history, list) else []:
+            if isinstance(record, dict):
+                key = (
+                    record.get("command"),
+                    str(record.get("resumed_with")),
+                    record.get("epochs"),
+                    record.get("steps"),
+                )
+                runs.setdefault(key, record)
+    return list(runs.values())
+
+
+# what one training run measured of its own weights: not true of the mean
+RUN_FIELDS = ("scores", "valid_loss", "valid_bleu_greedy", "averaged_epochs", "best_single_epoch", "stopped")
+
+
 def averaged_card(folders: list[Path], command: str) -> dict[str, Any]:
-    """The first checkpoint's card, without what other weights measured, with the average as its last run."""
-    card = read_card(folders[0])
-    card.pop("scores", None)
+    """The first checkpoint's card without what its own run measured, the runs of all of them and the average as its
+    history, their commands in order as its ``train_command`` and their summed time as its ``wall_time_s``."""
+    card = {key: value for key, value in read_card(folders[0]).items() if key not in RUN_FIELDS}
     if isinstance(card.get("domain"), dict):
         card["domain"].pop("calibration", None)
-    history = card.get("history") if isinstance(card.get("history"), list) else []
-    card["history"] = [*history, {"command": command, "averaged_from": [str(folder) for folder in folders]}]
+    card["history"] = [*joint_history(folders), {"command": command, "averaged_from": [str(f) for f in folders]}]
     card["final_weights"] = f"the mean of the weights of {', '.join(str(folder) for folder in folders)}"
+    card["train_command"] = " ; then ".join(str(run["command"]) for run in card["history"] if run.get("command"))
+    times = [run.get("wall_time_s") for run in card["history"]]
+    card["wall_time_s"] = round(sum(t for t in times if isinstance(t, (int, float))), 1)
     return card
 
 
