@@ -127,6 +127,10 @@ class SourceWords:
                 seen.setdefault(word, count)
         return list(seen.items())
 
+    def rarest(self, text: str) -> int | None:
+        """How often the rarest word of ``text`` occurs in training (0: a word never seen); None when it has no word."""
+        return min((self.counts.get(word, 0) for word in words_of(text)), default=None)
+
     def save(self, folder: str | Path) -> Path:
         """Write ``source_words.json`` into a checkpoint folder (one compact line: 120 KB for 29,000 captions)."""
         path = Path(folder) / SOURCE_WORDS_FILE
@@ -168,7 +172,7 @@ def scores_by_rarest_word(
 
     if not len(sources) == len(hypotheses) == len(references):
         raise ValueError(f"{len(sources)} sources, {len(hypotheses)} hypotheses, {len(references)} references")
-    rarest = [min((words.counts.get(word, 0) for word in words_of(text)), default=None) for text in sources]
+    rarest = [words.rarest(text) for text in sources]
     groups = []
     for fewest, most in RAREST_WORD_GROUPS:
         members = [

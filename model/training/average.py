@@ -14,30 +14,36 @@ import argparse
 import shlex
 import shutil
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+import torch
 
 from model.analysis.domain import SOURCE_WORDS_FILE
 from model.checkpoint import CheckpointError, build_model, read_card, save_checkpoint
 from model.tokenizer import Tokenizer
+from model.training.optimization import mean_weights
 from model.transformer import Transformer
 
 
 def average_checkpoints(folders: list[Path]) -> tuple[Transformer, Tokenizer]:
-    """The first checkpoint's model with the mean of every checkpoint's weights (float64 sums, float32 result)."""
+    """The first checkpoint's model with the mean of every checkpoint's weights (model.training.optimization's
+    mean_weights); every folder must have the first's config.json and tokenizer files."""
     model, tokenizer = build_model(folders[0])
-    config, pieces = model.config.to_dict(), tokenizer.files
-    total = {name: value.double() for name, value in model.state_dict().items()}
-    for folder in folders[1:]:
-        other, other_tokenizer = build_model(folder)
-        if other.config.to_dict() != config:
-            raise CheckpointError(f"{folder}: its config.json differs from {folders[0]}'s")
-        for name in pieces:
-            if (folder / name).read_bytes() != (folders[0] / name).read_bytes():
-                raise CheckpointError(f"{folder}: its {name} differs from {folders[0]}'s")
-        for name, value in other.state_dict().items():
-            total[name] += value.double()
-    model.load_state_dict({name: (value / len(folders)).float() for name, value in total.items()})
+
+    def weights() -> Iterator[dict[str, torch.Tensor]]:
+        yield model.state_dict()
+        for folder in folders[1:]:
+            other, _ = build_model(folder)  # validates the folder: its weights match its config
+            if other.config.to_dict() != model.config.to_dict():
+                raise CheckpointError(f"{folder}: its config.json differs from {folders[0]}'s")
+            for name in tokenizer.files:
+                if (folder / name).read_bytes() != (folders[0] / name).read_bytes():
+                    raise CheckpointError(f"{folder}: its {name} differs from {folders[0]}'s")
+            yield other.state_dict()
+
+    model.load_state_dict(mean_weights(weights()))
     return model.eval(), tokenizer
 
 

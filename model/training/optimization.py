@@ -67,10 +67,18 @@ def weights_of(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     return weights
 
 
+def mean_weights(states: Iterable[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
+    """The mean of weight dicts with the same names (summed in float64, returned as float32); taken one at a time,
+    so only the running sum and one dict are in memory."""
+    total: dict[str, torch.Tensor] = {}
+    count = 0
+    for state in states:
+        for name, value in state.items():
+            total[name] = total[name] + value.double() if name in total else value.double()
+        count += 1
+    return {name: (value / count).float() for name, value in total.items()}
+
+
 def average_weights(paths: list[Path]) -> dict[str, torch.Tensor]:
-    """The mean of the weights saved in ``paths`` (computed in float64, returned as float32)."""
-    total = {k: v.double() for k, v in load_file(str(paths[0])).items()}
-    for path in paths[1:]:
-        for k, v in load_file(str(path)).items():
-            total[k] += v.double()
-    return {k: (v / len(paths)).float() for k, v in total.items()}
+    """The mean of the weights saved in ``paths`` (the epoch files of a run)."""
+    return mean_weights(load_file(str(path)) for path in paths)
