@@ -209,17 +209,44 @@ def test_two_process_ddp_matches_one_process(reference_run, corpus, tmp_path):
     assert (out / "final" / "model.safetensors").is_file()
 
 
-def test_resume_can_change_the_batch_size_and_keeps_it(corpus, tmp_path):
-    """--max-tokens given with --resume takes effect from then on and is kept for later resumes."""
+def test_resume_can_change_the_batch_size_from_the_next_epoch_and_keeps_it(corpus, tmp_path):
+    """--max-tokens given with --resume inside an epoch: that epoch ends with the batches it began with, the
+    following ones use the new size, and later resumes keep it (and the --epochs given before)."""
     out = tmp_path / "run"
     base = ["--data", str(corpus), "--out", str(out), *TRAIN_OPTIONS]
     train_module.main([*base, "--epochs", "1"])
-    train_module.main(["--out", str(out), "--resume", "--epochs", "2", "--max-tokens", "400", "--quiet"])
+    steps_epoch_1 = read_metrics(out)[0]["step"]
+    train_module.main(["--out", str(out), "--resume", "--epochs", "2", "--max-minutes", "1e-9", "--quiet"])
+    train_module.main(["--out", str(out), "--resume", "--max-tokens", "400", "--quiet"])  # one step into epoch 2
     assert json.loads((out / "args.json").read_text())["max_tokens"] == 400
+    assert [m["step"] for m in read_metrics(out)] == [steps_epoch_1, 2 * steps_epoch_1]  # epoch 2 as it began
+    train_module.main(["--out", str(out), "--resume", "--epochs", "3", "--quiet"])
     metrics = read_metrics(out)
-    assert [m["epoch"] for m in metrics] == [1, 2]
-    steps_epoch_1 = metrics[0]["step"]
-    assert metrics[1]["step"] - steps_epoch_1 > steps_epoch_1  # smaller batches: more steps in epoch 2
+    assert [m["epoch"] for m in metrics] == [1, 2, 3]
+    assert metrics[2]["step"] - metrics[1]["step"] > steps_epoch_1  # smaller batches: more steps in epoch 3
+
+
+def test_resume_keeps_the_saved_plan_and_can_end_the_run_with_a_cooldown(corpus, tmp_path):
+    """A resume keeps the run's --patience when not given again (not the option's default), and
+    --cooldown-epochs given on it takes the learning rate linearly to 0 over the last epochs of the new --epochs."""
+    out = tmp_path / "run"
+    train_module.main(["--data", str(corpus), "--out", str(out), *TRAIN_OPTIONS, "--epochs", "1", "--patience", "7"])
+    train_module.main(["--out", str(out), "--resume", "--epochs", "3", "--cooldown-epochs", "2", "--quiet"])
+    saved = json.loads((out / "args.json").read_text())
+    assert (saved["patience"], saved["epochs"], saved["cooldown_epochs"]) == (7, 3, 2)
+    metrics = read_metrics(out)
+    assert [m["epoch"] for m in metrics] == [1, 2, 3]
+    steps = metrics[0]["step"]  # per epoch: the batch size did not change
+    assert [m["step"] for m in metrics] == [steps, 2 * steps, 3 * steps]
+    peak, warmup = 2e-3, 100  # TRAIN_OPTIONS' --lr and --warmup
+    # each epoch's logged rate is its last step's: the warm-up/inverse-sqrt schedule times the cool-down's share
+    # left at that step (the cool-down spans epochs 2 and 3, 2 * steps steps; step s starts after s - 1)
+    for metric in metrics:
+        step = metric["step"]
+        share_left = min(1.0, (3 * steps - (step - 1)) / (2 * steps))
+        assert metric["lr"] == pytest.approx(peak * min(step / warmup, (warmup / step) ** 0.5) * share_left, rel=1e-9)
+    assert metrics[-1]["lr"] < peak / steps
+    assert metrics[-1]["valid_loss"] < metrics[0]["valid_loss"]
 
 
 def test_init_from_continues_from_a_saved_checkpoint_and_keeps_its_history(corpus, tmp_path, capsys):

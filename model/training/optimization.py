@@ -1,5 +1,6 @@
-"""Optimisation (sections 5.3 and 5.4 of the paper): the learning-rate schedule, one training step with label
-smoothing and gradient clipping, and averaging the weights of the last epochs into the final model.
+"""Optimisation (sections 5.3 and 5.4 of the paper): the learning-rate schedule with an optional cool-down, one
+training step with label smoothing and gradient clipping, and averaging the weights of the last epochs into the
+final model.
 """
 
 from __future__ import annotations
@@ -16,6 +17,16 @@ def inverse_sqrt(step: int, warmup: int) -> float:
     """Multiplier of the peak rate: linear warmup, then decay with 1/sqrt(step) (section 5.3)."""
     step = max(step, 1)
     return min(step / warmup, math.sqrt(warmup / step))
+
+
+def cooldown(epochs_done: float, epochs: int, cooldown_epochs: float) -> float:
+    """Multiplier of the rate that falls linearly from 1 to 0 over the last ``cooldown_epochs`` of ``epochs``
+    (1 before them, and always 1 when ``cooldown_epochs`` is 0): the decay phase of a warmup-stable-decay schedule
+    (Hägele et al. 2024), which can be added to a run late, on --resume, once its quality has levelled off.
+    ``epochs_done`` counts the epochs finished before this step, a fraction for the part of the current one."""
+    if not cooldown_epochs:
+        return 1.0
+    return min(1.0, max(0.0, (epochs - epochs_done) / cooldown_epochs))
 
 
 def make_optimizer(parameters: Iterable[torch.nn.Parameter], lr: float, weight_decay: float) -> torch.optim.AdamW:

@@ -1,9 +1,12 @@
 """The command line of ``python -m model.train``, and the arguments a run keeps in its folder (args.json).
 
-A run's arguments are saved when it starts; ``--resume`` continues with the saved ones, and
-only the run-control options given again (epochs, time limit, device, threads, patience,
-progress bar, and --max-tokens for the batches still to come) replace them. Every resume's
-command is added to the saved ``resumed_with`` list, so the final card can say how the run went.
+A run's arguments are saved when it starts; ``--resume`` continues with the saved ones. Two
+kinds of option may differ on a resume. Those of this process alone (the folder, which may be
+a copy, time limit, device, threads, progress bar) are this command's, given or not, and are
+never carried to a later resume. The run's own plan (epochs, patience, cool-down, and
+--max-tokens from the next epoch's batches) changes only where the command gives it and keeps
+its saved value otherwise, for this and later resumes. Every resume's command is added to the
+saved ``resumed_with`` list, so the final card can say how the run went.
 
 ``--init-from CHECKPOINT_DIR`` starts a new run from a checkpoint's weights, tokenizer and
 architecture with a fresh optimiser (warmed up over --warmup steps): quality can grow across
@@ -14,11 +17,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 from pathlib import Path
 
 from model.training.state import STATE_FILE
 
-RUN_CONTROL = ("epochs", "max_minutes", "quiet", "device", "threads", "patience")
+SESSION_OPTIONS = ("out", "max_minutes", "quiet", "device", "threads")  # this process's: a resume's own or defaults
+RUN_PLAN_OPTIONS = ("epochs", "patience", "cooldown_epochs", "max_tokens")  # a resume's where given, else saved
 DEFAULT_DROPOUT = 0.3  # --dropout of a new model; with --init-from the checkpoint's stays unless given
 
 
@@ -112,6 +117,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     opt.add_argument("--lr", type=float, default=2e-3, help="peak learning rate, reached after --warmup steps")
     opt.add_argument("--warmup", type=int, default=1000, help="linear warmup steps before inverse-square-root decay")
+    opt.add_argument(
+        "--cooldown-epochs",
+        type=float,
+        default=0.0,
+        help="take the learning rate linearly to 0 over the last this many of --epochs (0: no cool-down). May be "
+        "given on --resume with a new --epochs, to end a run whose quality has levelled off",
+    )
     opt.add_argument("--label-smoothing", type=float, default=0.1, help="label smoothing of the cross-entropy")
     opt.add_argument("--clip-norm", type=float, default=1.0, help="gradient clipping max norm (0 disables)")
     opt.add_argument("--weight-decay", type=float, default=0.0, help="AdamW weight decay")
@@ -156,6 +168,19 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def parse_arguments(argv: list[str]) -> argparse.Namespace:
+    """``argv`` parsed, with ``command`` (the command line, as the card keeps it) and ``given`` (the names of the
+    options on it: what a --resume replaces) added."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    # argparse fills in a default only where the namespace lacks the attribute: a marker left in place is not given
+    not_given = object()
+    marked = parser.parse_args(argv, namespace=argparse.Namespace(**dict.fromkeys(vars(args), not_given)))
+    args.given = sorted(key for key, value in vars(marked).items() if value is not not_given)
+    args.command = "python -m model.train " + " ".join(shlex.quote(a) for a in argv)
+    return args
+
+
 def run_arguments(args: argparse.Namespace, out: Path, write: bool) -> argparse.Namespace:
     """The arguments the run in ``out`` uses: ``args`` for a new run, the saved ones on --resume.
 
@@ -173,17 +198,21 @@ def run_arguments(args: argparse.Namespace, out: Path, write: bool) -> argparse.
         raise SystemExit(f"{out} already holds a run; pass --resume to continue it or choose another --out")
     if not args.resume:
         if write:
-            (out / "args.json").write_text(json.dumps(vars(args), indent=2))
+            saved = {key: value for key, value in vars(args).items() if key != "given"}
+            (out / "args.json").write_text(json.dumps(saved, indent=2))
         return args
     saved = json.loads((out / "args.json").read_text())
     saved.setdefault("command", args.command)
     saved.setdefault("init_from", None)  # runs saved before --init-from existed
     saved.setdefault("cpu_bf16", False)  # and before --cpu-bf16
     saved.setdefault("subword_sampling", 0.0)  # and before --subword-sampling
-    for key in RUN_CONTROL:
+    saved.setdefault("cooldown_epochs", 0.0)  # and before --cooldown-epochs
+    saved.pop("max_tokens_given", None)  # runs saved before "given" covered every option kept this flag
+    for key in SESSION_OPTIONS:
         saved[key] = getattr(args, key)
-    if getattr(args, "max_tokens_given", False):  # a new batch size takes effect from the next epoch's batches
-        saved["max_tokens"] = args.max_tokens
+    for key in RUN_PLAN_OPTIONS:
+        if key in args.given:
+            saved[key] = getattr(args, key)
     saved["resume"] = True
     saved["resumed_with"] = [*saved.get("resumed_with", []), args.command]
     if write:  # later resumes continue with the settings in force now

@@ -17,7 +17,6 @@ import argparse
 import json
 import platform
 import random
-import shlex
 import sys
 import time
 from dataclasses import dataclass, field, replace
@@ -36,8 +35,15 @@ from model.tokenizer import Tokenizer, train_sentencepiece
 from model.training.data import Example, collate, encode_examples, read_parallel, split_file, token_batches
 from model.training.distributed import Run
 from model.training.loss import TranslationLoss
-from model.training.optimization import average_weights, inverse_sqrt, make_optimizer, train_step, weights_of
-from model.training.options import DEFAULT_DROPOUT, build_parser, run_arguments
+from model.training.optimization import (
+    average_weights,
+    cooldown,
+    inverse_sqrt,
+    make_optimizer,
+    train_step,
+    weights_of,
+)
+from model.training.options import DEFAULT_DROPOUT, parse_arguments, run_arguments
 from model.training.state import SAMPLED_FILE, STATE_FILE, load_state, save_atomically, save_state
 from model.training.validation import greedy_bleu, validation_loss
 from model.transformer import Transformer
@@ -332,8 +338,9 @@ def cpu_has_bf16_units() -> bool:
     return any(getattr(torch.cpu, name, lambda: True)() for name in checks)
 
 
-def train_batch(training: Training, batch: list[int]) -> tuple[float, int, int]:
-    """One optimisation step on this rank's share of ``batch``.
+def train_batch(training: Training, batch: list[int], epochs_done: float) -> tuple[float, int, int]:
+    """One optimisation step on this rank's share of ``batch``, ``epochs_done`` epochs into the run (a fraction
+    for the part of the current epoch before this batch: where --cooldown-epochs is).
 
     Returns, summed over all ranks: the label-smoothed loss, the target tokens it is over, and
     the source and target tokens trained on.
@@ -350,7 +357,11 @@ def train_batch(training: Training, batch: list[int]) -> tuple[float, int, int]:
     local_tokens = int((target != config.pad_id).sum()) if weight else 0
     global_tokens = run.all_sum(local_tokens)
     for group in training.optimizer.param_groups:
-        group["lr"] = args.lr * inverse_sqrt(training.step + 1, args.warmup)
+        group["lr"] = (
+            args.lr
+            * inverse_sqrt(training.step + 1, args.warmup)
+            * cooldown(epochs_done, args.epochs, args.cooldown_epochs)
+        )
     loss_sum = train_step(
         training.loss,
         training.model.parameters(),
@@ -378,8 +389,11 @@ def train_epoch(training: Training, epoch: int) -> EpochTotals | None:
     training.model.train()
     if args.subword_sampling:
         training.train_examples = sampled_examples(training, epoch)
-    batches = token_batches(training.train_examples, args.max_tokens, seed=args.seed * 1000 + epoch)
     skip = training.skip_batches
+    # a resume inside an epoch finishes it with the batches it began with; a new --max-tokens starts at the next one
+    max_tokens = training.extra.get("epoch_max_tokens", args.max_tokens) if skip else args.max_tokens
+    training.extra["epoch_max_tokens"] = max_tokens
+    batches = token_batches(training.train_examples, max_tokens, seed=args.seed * 1000 + epoch)
     quiet = args.quiet or not run.main
     progress = tqdm(batches, desc=f"epoch {epoch}", disable=quiet, initial=skip, total=len(batches))
     totals = EpochTotals(start=time.time())
@@ -388,7 +402,7 @@ def train_epoch(training: Training, epoch: int) -> EpochTotals | None:
     for index, batch in enumerate(batches):
         if index < skip:
             continue
-        loss, tokens, seen = train_batch(training, batch)
+        loss, tokens, seen = train_batch(training, batch, epochs_done=epoch - 1 + index / len(batches))
         totals.loss += loss
         totals.tokens += tokens
         totals.seen_tokens += seen
@@ -525,10 +539,7 @@ def train(args: argparse.Namespace) -> Path:
 def main(argv: list[str] | None = None) -> None:
     """``python -m model.train``: parse the options and train."""
     argv = sys.argv[1:] if argv is None else argv
-    args = build_parser().parse_args(argv)
-    args.max_tokens_given = any(a == "--max-tokens" or a.startswith("--max-tokens=") for a in argv)
-    args.command = "python -m model.train " + " ".join(shlex.quote(a) for a in argv)  # the run's first command
-    train(args)
+    train(parse_arguments(argv))
 
 
 if __name__ == "__main__":
