@@ -247,6 +247,9 @@ def test_resume_keeps_the_saved_plan_and_can_end_the_run_with_a_cooldown(corpus,
         assert metric["lr"] == pytest.approx(peak * min(step / warmup, (warmup / step) ** 0.5) * share_left, rel=1e-9)
     assert metrics[-1]["lr"] < peak / steps
     assert metrics[-1]["valid_loss"] < metrics[0]["valid_loss"]
+    with pytest.raises(SystemExit):  # refused by the parser, before the run is touched
+        train_module.main(["--out", str(out), "--resume", "--epochs", "4", "--cooldown-epochs", "-1"])
+    assert len(read_metrics(out)) == 3
 
 
 def test_init_from_continues_from_a_saved_checkpoint_and_keeps_its_history(corpus, tmp_path, capsys):

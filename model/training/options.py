@@ -36,6 +36,14 @@ def subword_sampling(text: str) -> float:
     return value
 
 
+def epochs_count(text: str) -> float:
+    """--cooldown-epochs' value: a number of epochs, 0 or more (a negative one would stop all learning)."""
+    value = float(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 (no cool-down) or more, not {value}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The options of ``python -m model.train``, grouped as --help shows them: data, tokenizer, model,
     optimisation, run."""
@@ -119,7 +127,7 @@ def build_parser() -> argparse.ArgumentParser:
     opt.add_argument("--warmup", type=int, default=1000, help="linear warmup steps before inverse-square-root decay")
     opt.add_argument(
         "--cooldown-epochs",
-        type=float,
+        type=epochs_count,
         default=0.0,
         help="take the learning rate linearly to 0 over the last this many of --epochs (0: no cool-down). May be "
         "given on --resume with a new --epochs, to end a run whose quality has levelled off",

@@ -339,8 +339,8 @@ def cpu_has_bf16_units() -> bool:
 
 
 def train_batch(training: Training, batch: list[int], epochs_done: float) -> tuple[float, int, int]:
-    """One optimisation step on this rank's share of ``batch``, ``epochs_done`` epochs into the run (a fraction
-    for the part of the current epoch before this batch: where --cooldown-epochs is).
+    """One optimisation step on this rank's share of ``batch``, ``epochs_done`` epochs into the run (counting
+    the part of the current epoch before this batch), the position --cooldown-epochs sets the rate by.
 
     Returns, summed over all ranks: the label-smoothed loss, the target tokens it is over, and
     the source and target tokens trained on.
@@ -524,7 +524,8 @@ def finish(training: Training) -> None:
 
 
 def train(args: argparse.Namespace) -> Path:
-    """Run or resume the training run in ``args.out``; returns its final checkpoint folder."""
+    """Run or resume the training run in ``args.out`` (``args`` as parse_arguments gives them: a resume needs to know
+    which options were given); returns its final checkpoint folder."""
     training = set_up(args, Run(args.device))
     if training.step == 0 and not training.args.init_from:
         training.snapshot("untrained")
