@@ -126,12 +126,12 @@ def test_whatif_says_when_a_typed_word_is_several_pieces_on_the_shipped_checkpoi
         pytest.skip("checkpoints/multi30k-en-de is not shipped here")
     monkeypatch.delenv(CHECKPOINTS_ENV, raising=False)
     app = AppTest.from_file(APP, default_timeout=120)
-    app.query_params.update({"view": "experiments", "experiment": "whatif", "fork_word": "Katzen"})
+    app.query_params.update({"view": "experiments", "experiment": "whatif", "fork_word": "Kätzchen"})
     app.run()
     assert_ok(app)
     shipped = load_checkpoint(folder, device="cpu")
     page_trace = shipped.trace(app.text_input(key="sentence").value, beam_size=1)
-    forked = shipped.fork(page_trace, 0, "Katzen")
+    forked = shipped.fork(page_trace, 0, "Kätzchen")
     assert len(forked.settings["fork"]["token_ids"]) > 1
     assert [info.value for info in app.info] == [escape_markdown(forked.settings["fork"]["notice"])]
     assert translations_shown(app)["What if"] == as_shown(forked.translation)

@@ -29,8 +29,8 @@ from tests.app_utils import APP, CHECKPOINTS_ENV, REPO, assert_ok
 SHIPPED = REPO / "checkpoints" / "multi30k-en-de"
 DATA = REPO.parent / "shared" / "data" / "multi30k"
 VALIDATION = DATA / "val.en.gz"
-UNLIKE_CAPTIONS = "The animal didn't cross the street because it was too tired."
-CAT = "The cat sat on the mat."  # confident and wrong ("Die Katze suchen ..."): "sat" occurs 3 times in training
+UNLIKE_CAPTIONS = "The stock market crashed yesterday."  # 2.00 pieces a word with the shipped En->De model
+CAT = "The cat sat on the mat."  # no signal fires (mean log-probability -0.31); "sat" occurs 3 times in training
 CALIBRATION = {"low_percentile": 1.0, "high_percentile": 99.0, "mean_log_prob_low": -1.5, "pieces_per_word_high": 1.8}
 
 

@@ -1,7 +1,7 @@
 """Is this sentence like the ones the model learned from? Two measured signals against the validation set.
 
-A model trained on 29,000 image captions turns "The animal didn't cross the street because it
-was too tired." into nonsense without any warning. Two figures of a trace say that a sentence is
+A model trained on 29,000 image captions turns "The stock market crashed yesterday." into
+nonsense ("Der Stockfälzt Alltagatags.") without any warning. Two figures of a trace say that a sentence is
 unlike the training data, each compared with the same figure over the validation set, measured
 once and stored on the checkpoint's card (``card["domain"]["calibration"]``):
 

@@ -263,8 +263,8 @@ def readable_cross_head(table: Sequence[dict[str, Any]]) -> tuple[int, int]:
 
     Highest ``diagonality`` (weight within one piece of the length-scaled diagonal), compared at
     two decimals so that near-ties go to the more focused head: the lower ``entropy``, then the
-    later layer. For the shipped English→German model (3+3, d_model 256), over its six example sentences
-    (greedy), that is decoder layer 0, head 0 (diagonality 0.84, entropy 0.70 bits).
+    later layer. For the shipped English→German model (4+4, d_model 128), over its six example sentences
+    (greedy), that is decoder layer 1, head 1 (diagonality 0.86, entropy 0.78 bits).
     """
     cross = [row for row in table if row["kind"] == KIND_LABELS["cross"]]
     if not cross:
