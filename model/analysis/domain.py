@@ -1,9 +1,9 @@
 """Is this sentence like the ones the model learned from? Two measured signals against the validation set.
 
 A model trained on 29,000 image captions turns "The stock market crashed yesterday." into
-nonsense ("Der Stockfälzt Alltagatags.") without any warning. Two figures of a trace say that a sentence is
-unlike the training data, each compared with the same figure over the validation set, measured
-once and stored on the checkpoint's card (``card["domain"]["calibration"]``):
+nonsense ("Der Sandmarkt ist in Alltagatatatland.", greedy) without any warning. Two figures of a
+trace say that a sentence is unlike the training data, each compared with the same figure over the
+validation set, measured once and stored on the checkpoint's card (``card["domain"]["calibration"]``):
 
 - ``mean_log_prob``: the mean natural-log probability the model gave its own output tokens. A
   model writing about things it has not seen is unsure of every word; the notice fires below the
