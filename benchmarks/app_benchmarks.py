@@ -260,8 +260,8 @@ def server_script_cache() -> Iterator[None]:
     """AppTest runs share one compiled app.py, as a server's runs do.
 
     A Streamlit server keeps one ScriptCache for its life, so app.py is parsed and compiled
-    once; AppTest makes a new cache for every run, which put that compilation (about half of a
-    rerun) into every timing.
+    once; AppTest makes a new cache for every run, which would put that compilation (a large share
+    of a rerun) into every timing.
     """
     from unittest import mock
 

@@ -191,7 +191,7 @@ def kv_cache_speedup(ctx: Context) -> list[Record]:
     paired = alternate(
         lambda: greedy_decode(model, src, max_len=steps),
         lambda: greedy_recompute(model, src, steps),
-        ctx.reps(9, 21),  # each pair takes about 0.3 s; three were too few against a busy machine
+        ctx.reps(9, 21),  # a busy machine needs more than a few pairs for a stable median
         1,
         device,
     )

@@ -13,7 +13,7 @@ import os
 
 # Measure what the app runs: app.py gives every request (a session's thread) one intra-op CPU thread, and
 # so does this harness unless OMP_NUM_THREADS or --threads says otherwise. Set, as there, before torch is
-# first imported. On 2 busy cores, 2 intra-op threads made a batch-1 trace over ten times slower.
+# first imported. On a busy 2-core machine two intra-op threads per request thrash.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 import argparse
 import sys
@@ -126,7 +126,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--quick",
         action="store_true",
-        help="fewer repeats and smaller sizes: all benchmarks within about 3 minutes on 2 CPU cores",
+        help="fewer repeats and smaller sizes: every benchmark in a few minutes, with noisier numbers",
     )
     parser.add_argument(
         "--device",

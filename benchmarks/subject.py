@@ -23,10 +23,8 @@ REPO = Path(__file__).resolve().parents[1]
 CHECKPOINTS = REPO / "checkpoints"
 DEFAULT_CHECKPOINT = CHECKPOINTS / "multi30k-en-de"
 RANDOM = "random"
-# The default checkpoint's architecture (checkpoints/multi30k-en-de): 4+4 pre-norm layers, d_model 128, 4 heads,
-# d_ff 512, tied (the published Transformer-Tiny recipe; 3+3 layers of d_model 256 until 2026-11-26). Written out,
-# not read from its config.json: this model stands in when that folder is missing or broken.
-# tests/test_benchmarks.py checks that the two agree.
+# The default checkpoint's architecture (checkpoints/multi30k-en-de), written out, not read from its config.json:
+# this model stands in when that folder is missing or broken. tests/test_benchmarks.py checks that the two agree.
 SHIPPED = dict(
     d_model=128,
     n_heads=4,
@@ -122,7 +120,7 @@ def resolve_subject(checkpoint: str | None, device: str) -> Subject:
 
 
 def synthetic_sentences(count: int, seed: int = 0) -> list[str]:
-    """Made-up words from syllables, Zipf-like frequencies: enough variety for an 8000-piece BPE."""
+    """Made-up words from syllables, Zipf-like frequencies: enough variety for a BPE of SHIPPED_VOCAB pieces."""
     rng = random.Random(seed)
     syllables = [c + v for c in "bdfgklmnprstvz" for v in "aeiou"]
     lexicon = ["".join(rng.choice(syllables) for _ in range(rng.randint(1, 4))) for _ in range(20000)]

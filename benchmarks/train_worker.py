@@ -27,7 +27,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--steps", type=int, default=20, help="timed steps")
     parser.add_argument("--warmup", type=int, default=3, help="untimed steps first")
     parser.add_argument("--threads", type=int, default=2, help="torch intra-op threads")
-    parser.add_argument("--max-tokens", type=int, default=3072, help="padded tokens per batch, as the shipped run")
+    parser.add_argument(
+        "--max-tokens", type=int, default=3072, help="padded tokens per batch (model.train --max-tokens)"
+    )
     parser.add_argument(
         "--cpu-bf16", action="store_true", help="bf16 autocast, as model.train --cpu-bf16 (trees that have it)"
     )
@@ -56,8 +58,7 @@ def main() -> None:
     card = translator.card
     languages = (card.get("source_language", "en"), card.get("target_language", "de"))
     # the whole split, as model.train batches it: a subset sorts fewer sentences of each length into a batch, so
-    # its batches pad more (the first 8,000 Multi30k pairs made 85aee28's steps 7% slower a real token than its own
-    # training loop, which this worker is meant to time)
+    # its batches pad more and its steps are slower a real token than the training loop this worker is meant to time
     pairs = read_parallel(*(split_file(args.data, "train", language) for language in languages))
     config = translator.config
     examples = encode_examples(pairs, translator.tokenizer, config)

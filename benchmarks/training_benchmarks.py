@@ -29,8 +29,8 @@ from model.transformer import Transformer
 
 WORKER = Path(__file__).with_name("train_worker.py")
 THREADS = 2
-# record name -> (--max-tokens, --cpu-bf16): the batch issue 17 measured its 1.5x against, the one the shipped models
-# trained on, and that one in bf16 (this tree's steps only; a baseline tree's stay fp32, as its model.train's did)
+# record name -> (--max-tokens, --cpu-bf16): train_worker's default batch, half of it, and half of it in bf16 (this
+# tree's steps only; a baseline tree's stay fp32, as its model.train's did)
 CASES = {
     "train_tokens_per_s": (3072, False),
     "train_tokens_per_s_1536": (1536, False),
@@ -88,8 +88,8 @@ def run_worker(tree: Path, ctx: Context, steps: int, max_tokens: int, cpu_bf16: 
 
 
 def train_tokens_per_s(ctx: Context, names: tuple[str, ...]) -> list[Record]:
-    """Training steps of the checkpoint's configuration in the CASES named (each case's worker processes take over
-    half a minute on 2 cores even with --quick), this tree against --baseline-tree (fp32) in turns when it is given;
+    """Training steps of the checkpoint's configuration in the CASES named (each case starts several worker
+    processes, slow even with --quick), this tree against --baseline-tree (fp32) in turns when it is given;
     model-FLOP utilisation of each against the matrix-multiply peak measured here in the precision of its products."""
     steps, rounds = ctx.reps(10, 25), ctx.reps(2, 4)
     cases = {name: CASES[name] for name in names}

@@ -128,8 +128,8 @@ def shared_gate() -> FifoGate:
     """The process's gate for page runs: one slot per available core, shared by every session.
 
     One slot per core, because each page run uses one core (app.py sets one intra-op thread) and
-    Python code holds the GIL: in the classroom benchmark one to four slots on two cores gave the
-    same latencies, all about half of those without a gate.
+    Python code holds the GIL: more slots would not run more at once, and the order of arrival is what
+    shortens the wait (benchmarks: classroom_p95_ms).
     """
     return FifoGate(available_cores())
 

@@ -153,7 +153,7 @@ def sentence_statistics(key: TraceKey) -> list[dict[str, Any]]:
 @st.cache_data(show_spinner="Finding a readable head…", max_entries=64)
 def readable_head(key: ModelKey, examples: tuple[str, ...]) -> tuple[int, int]:
     """The cross-attention (layer, head) that reads most like a word alignment over ``examples`` (greedy):
-    model.analysis.head_stats.readable_cross_head, measured once per checkpoint."""
+    model.analysis.head_stats.readable_cross_head, computed once per checkpoint and examples."""
     return readable_cross_head(batch_head_statistics(load_translator(key), examples, beam_size=1))
 
 

@@ -102,13 +102,14 @@ def fit_sentence(translator: Translator) -> None:
 
 
 def first_head(entry: CheckpointEntry, key: ModelKey) -> tuple[int, int]:
-    """The cross-attention (layer, head) the page opens on: a toy card's clearest head (measured against its task's
-    known alignment), else the head that reads most like a word alignment over the card's examples."""
+    """The cross-attention (layer, head) the page opens on: a toy card's clearest head (its ``toy_task.clearest_head``,
+    scored against the task's known alignment), else the head that reads most like a word alignment over the card's
+    examples."""
     clearest = card_section(entry.card, "toy_task").get("clearest_head")
     if isinstance(clearest, dict) and isinstance(clearest.get("head"), int):
         try:
             kind, layer = parse_module_name(str(clearest.get("module")))
-        except ValueError:  # a card that names no attention module: measure instead
+        except ValueError:  # a card that names no attention module: find a head instead
             kind, layer = "", 0
         if kind == "cross":
             return layer, clearest["head"]

@@ -107,8 +107,7 @@ def save_checkpoint(
 
     ``initial_seed``: the seed the model was created with, for a model not trained yet. When the
     model is exactly ``initial_model(config, initial_seed)`` in fp16, the card records the seed and
-    the weights' digest and no weights file is written (a 3+3, d_model 256 model: 12 MB less);
-    otherwise the weights are written as usual.
+    the weights' digest and no weights file is written; otherwise the weights are written as usual.
     """
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)

@@ -55,7 +55,7 @@ class TransformerConfig:
     final_logits_bias: bool = False  # a fixed (1, V) buffer added to the logits (MarianMT's final_logits_bias)
     decoder_start_id: int | None = None  # first decoder input; None: bos_id. May equal pad_id: it is never masked
     # dropout on the attention probabilities and inside the feed-forward network (after its activation); None:
-    # ``dropout``, as every model had before these options. fairseq's transformer recipes set both to 0.
+    # ``dropout`` (also what a config.json without them means). fairseq's transformer recipes set both to 0.
     attention_dropout: float | None = None
     activation_dropout: float | None = None
 

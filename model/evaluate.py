@@ -1,4 +1,4 @@
-"""``python -m model.evaluate``: the scoring command's public name (DESIGN.md), kept where it always was.
+"""``python -m model.evaluate``: the scoring command's public name (docs/command-line.md).
 
 The scoring code lives in model.training.evaluate; this module only runs its ``main``, so the
 command and the commands recorded on checkpoint cards keep working.

@@ -29,10 +29,9 @@ KVCache = dict[str, torch.Tensor]
 class Dropout(nn.Dropout):
     """nn.Dropout (section 5.4) with a faster mask on the CPU (``dropout_mask``); CUDA keeps PyTorch's fused kernel.
 
-    PyTorch's CPU dropout draws a Bernoulli per element and ``rand >= p`` a float per element (drawing them was 4%
-    of a training step of the shipped model, torch.profiler). ``dropout_mask`` reads 16 random bits an element,
-    four elements to one 64-bit draw: a forward and backward of dropout on a (170, 17, 128) activation took 0.8 ms
-    instead of 3.6 ms (``rand >= p``) and 3.1 ms (F.dropout, forward only), 2 idle threads."""
+    PyTorch's CPU dropout draws a Bernoulli per element and ``rand >= p`` a float per element, and drawing them is
+    a visible share of a small model's training step. ``dropout_mask`` reads 16 random bits an element, four
+    elements to one 64-bit draw, a quarter of the random numbers."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if not self.training or self.p == 0.0 or self.p >= 1.0 or x.is_cuda:
@@ -176,8 +175,8 @@ class MultiHeadAttention(nn.Module):
                 context = self.head_probe(context)
         else:
             # under CPU autocast (--cpu-bf16 training) attention itself runs in fp32: PyTorch's CPU flash-attention
-            # backward took 4x as long in bf16 as in fp32 (torch.profiler, a 3+3, d_model 256 training step), more
-            # than bf16 saved. A model converted to bf16 outside autocast keeps bf16 throughout.
+            # backward is much slower in bf16 than in fp32, more than bf16 saves elsewhere. A model converted to bf16
+            # outside autocast keeps bf16 throughout.
             fp32_on_cpu = q.device.type == "cpu" and q.dtype == torch.bfloat16 and torch.is_autocast_enabled("cpu")
             with torch.autocast("cpu", enabled=False) if fp32_on_cpu else contextlib.nullcontext():
                 context = F.scaled_dot_product_attention(

@@ -1,4 +1,4 @@
-"""``python -m model.train``: the training command's public name (DESIGN.md), kept where it always was.
+"""``python -m model.train``: the training command's public name (docs/command-line.md).
 
 The training code lives in model.training.train; this module only runs its ``main``, so the
 command, ``torchrun -m model.train`` and the commands recorded on checkpoint cards keep working.

@@ -178,11 +178,10 @@ class Transformer(nn.Module):
         N(0, 1/d_model) as in fairseq and tensor2tensor, so that times sqrt(d_model) (3.4) each dimension has unit
         variance and a token outweighs the positional encoding added to it.
 
-        With Xavier's std of about 0.016 on an 8,000 x 128 table the positional encoding was four times the token
-        at the input and every sentence started out looking alike. A post-norm German->English run from that init
-        stalled at greedy BLEU 11 with its encoder collapsed (one vector for all positions, uniform
-        cross-attention); this init learns much faster (BLEU 9.4 instead of 1.2 at epoch 3) but collapsed too, and
-        only pre-norm layers (``norm_first``) kept the positions apart (docs/training-recipe.md).
+        Xavier's std, sqrt(2 / (vocabulary + d_model)), is small for a large vocabulary: the positional encoding
+        would outweigh the token at the input and every sentence would start out looking alike. Post-norm layers
+        can still collapse the encoder (one vector for all positions, uniform cross-attention); pre-norm layers
+        (``norm_first``) keep the positions apart (docs/training-recipe.md).
         """
         for parameter in self.parameters():
             if parameter.dim() > 1:

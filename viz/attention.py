@@ -8,8 +8,8 @@ tick labels, so a token that occurs twice keeps two rows; hovers show the exact 
 Hovers name the tokens without any per-cell text: plotly.js writes an axis value that is
 one of ``tickvals`` as its ``ticktext``, so ``%{y}`` is the query's label and ``%{y:d}`` (a
 number format reads the raw value) its position. A heatmap therefore sends its weights and
-two label lists, never a (queries, keys) array of strings; for a 256-token grid that array
-was most of the 27 MB figure. The all-heads grid's panels are too small to label every token, so
+two label lists, never a (queries, keys) array of strings, which would be most of a long
+sentence's figure. The all-heads grid's panels are too small to label every token, so
 its axes label every few positions and name each one through labelalias instead (_thinned_axis),
 which gives its hovers the same %{x} and %{x:d}.
 """
@@ -40,8 +40,8 @@ OPACITY_LEVELS = 10  # the head view draws lines in this many opacity steps (one
 # The all-heads grid: a page holds this many heatmaps (4 layers of 4 heads on one page, 6 of 8 heads on two)
 GRID_CELLS_PER_PAGE = 24
 # The grid's plotting width in the "All heads" column of a 1280 px wide window with the sidebar open, the
-# narrowest page the explorer is laid out for (8 heads: 54 px panels, measured in Chromium); wider windows
-# only give the labels more room.
+# narrowest page the explorer is laid out for (as Chromium lays it out); wider windows only give the labels
+# more room.
 GRID_PLOT_WIDTH_PX = 420
 GRID_ROW_PX = 12  # a grid panel's height per query row,
 GRID_PANEL_PX = (140, 240)  # within these bounds,

@@ -20,12 +20,10 @@ from viz.style import ATTENTION_COLORSCALE, ROW_HEIGHT, base_layout, head_colour
 from viz.tokens import display_labels, select_tokens
 
 SHARE_COLOURS = {"colorscale": ATTENTION_COLORSCALE, "zmin": 0.0, "zmax": 1.0}
-# attribution_rows writes the shares in its cells only while a cell is SHARE_TEXT_PX wide ("0.42" takes about 22 px
-# at the cells' 9 px font) in ROWS_PLOT_WIDTH_PX, the cells' width in a full-width chart on the narrowest page the
-# explorer is laid out for: a 1280 px window with the sidebar open gives the chart about 780 px, the method names,
-# colour bar and margins take some 260 (estimated, not measured; viz.attention's GRID_PLOT_WIDTH_PX is the
-# measured width of a three-quarter column). So up to 21 source pieces are written; 34 left 15 px a cell and their
-# numbers ran together.
+# attribution_rows writes the shares in its cells only while a cell is at least SHARE_TEXT_PX wide (room for "0.42" at
+# the cells' 9 px font) in ROWS_PLOT_WIDTH_PX, an estimate of the cells' width in a full-width chart on the narrowest
+# page the explorer is laid out for (a 1280 px window with the sidebar open, less the method names, colour bar and
+# margins); in narrower cells the numbers would run together.
 ROWS_PLOT_WIDTH_PX = 520
 SHARE_TEXT_PX = 24
 

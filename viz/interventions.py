@@ -135,7 +135,7 @@ def importance_heatmap(importance: HeadImportance, *, title: str = "") -> go.Fig
     Panels are titled with the kind in plain words; the figure title names the ablation, the colour
     bar (written along it) what is measured. A panel names its layers only when they differ from the
     panel's to its left (so the first always does): with 8 heads there is no room between two panels
-    for the right one's "layer N" labels, which ran into the left one.
+    for the right one's "layer N" labels, which would run into the left one.
     """
     kinds = list(importance.drops)
     largest = max(float(np.abs(grid).max()) for grid in importance.drops.values()) or 1.0

@@ -53,8 +53,8 @@ def white_template(trace_types: frozenset[str]) -> go.layout.Template:
     A template's trace defaults apply to traces of their own type, and its polar, ternary, 3D
     and map defaults to those subplots, so a figure drawn with this one looks exactly as with
     the whole "plotly_white". Assigning a template validates all of it, once per figure; the
-    full one (defaults for 24 trace types and every subplot kind) made that the largest cost of
-    building a figure, and half of a small figure's JSON.
+    full one (defaults for every trace type and subplot kind) makes that the largest cost of
+    building a figure, and a large share of a small figure's JSON.
     """
     white = plotly.io.templates["plotly_white"].to_plotly_json()
     data = {kind: defaults for kind, defaults in white["data"].items() if kind in trace_types}
@@ -67,8 +67,8 @@ def apply_white_template(figure: go.Figure) -> go.Figure:
     """Give ``figure`` white_template for its trace types without validating the template again.
 
     white_template's result was validated once, when it was built. Assigning it the usual way
-    (``figure.layout.template = ...``) validates all of it again for every figure: 2.6 of the
-    3.1 ms a small heatmap took to build. plotly_relayout, plotly's public counterpart of
+    (``figure.layout.template = ...``) validates all of it again for every figure, most of the
+    time a small heatmap takes to build. plotly_relayout, plotly's public counterpart of
     Plotly.relayout, checks that the property exists and stores the value as given, so the
     template goes in as its JSON, the form an assignment would have stored.
 
@@ -99,7 +99,7 @@ def shared_layout(title: str, height: int) -> dict[str, Any]:
 
 
 # Given to a figure at construction in place of the white template that apply_white_template sets: without a
-# template plotly copies its whole default one in (about a fifth of building a white_figure), only to be replaced.
+# template plotly copies its whole default one in (a sizeable share of building a white_figure), only to be replaced.
 # It has no trace defaults, so validating it makes no graph objects apply_white_template would leave stale.
 _STAND_IN_TEMPLATE = {"layout": {"paper_bgcolor": "white"}}
 
@@ -108,10 +108,9 @@ def white_figure(trace: dict[str, Any], layout: dict[str, Any]) -> go.Figure:
     """A one-trace figure from plotly's dict form, with the white look of its trace type (apply_white_template),
     built without plotly's property validation.
 
-    For the figures every page run draws: validating their properties was most of the time
-    left in building them once the template was no longer validated (8 of 12 ms for the
-    default view). The figure is built empty, of the trace's type, and filled by one
-    plotly_update (plotly's public counterpart of Plotly.update), which checks that each
+    For the figures every page run draws: validating their properties is most of the time
+    left in building them once the template is not validated. The figure is built empty, of the
+    trace's type, and filled by one plotly_update (plotly's public counterpart of Plotly.update), which checks that each
     top-level property exists and stores its value as given; the figure serialises to the same
     JSON as a validated one. What the validation would catch beyond a misspelt top-level name (a
     misspelt nested property, a wrong value) is caught by the tests instead: tests/test_viz.py

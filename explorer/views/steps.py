@@ -12,8 +12,8 @@ from explorer.state import bind, presenting, write_url_after_fragment
 from explorer.widgets import how_to_read, show_figure
 from viz.style import ROW_HEIGHT
 
-# Presenter mode's step cross-attention rows, in px before viz.enlarge (x1.6): low enough that a 1280x800 projector
-# shows every head and the source pieces under them
+# Presenter mode's step cross-attention rows, in px before viz.enlarge (PRESENTER_SCALE): low enough that a
+# 1280x800 projector shows every head and the source pieces under them
 PRESENTER_ROW_HEIGHT = 14
 
 

@@ -1,62 +1,14 @@
 """Which source pieces made each output token: attributions beyond the raw attention weights.
 
-Attention weights say where a head reads, not how much of what it reads reaches the output
-(Jain & Wallace 2019; Serrano & Smith 2019). Each method here gives, for every output step of
-a trace, a row over the source pieces (with ALTI+, and over the decoder's input pieces: the two
-rows together sum to 1; otherwise the source row does), computed from the trace's own tokens
-read by the model teacher-forced, on the shared model without changing it:
+``attribute(model, trace, method)`` gives, for every output step of a trace, a row over the source pieces (ALTI+
+also one over the decoder's input pieces: the two rows together sum to 1; otherwise the source row does), computed
+from the trace's own tokens read by the model teacher-forced, on the shared model without changing it. The methods
+(``ATTRIBUTION_METHODS``): ``"attention"`` (the last decoder layer's cross-attention, mean over heads, with its
+attention rollout through the encoder; Abnar & Zuidema 2020), ``"value_norm"`` (Kobayashi et al. 2020),
+``"grad_attention"`` (Chefer, Gur & Wolf 2021) and ``"alti_plus"`` (Ferrando et al. 2022). ``attributions_json``
+and ``attributions_npz`` save a trace with its attributions.
 
-- ``"attention"``, the baseline: the last decoder layer's cross-attention, mean over heads. For
-  comparison ``layers["rollout"]`` composes it with attention rollout through the encoder (Abnar &
-  Zuidema 2020, "Quantifying Attention Flow in Transformers", ACL): each encoder layer's mean-head
-  self-attention A becomes A' = 0.5 A + 0.5 I (the residual), rows renormalised, and the layers are
-  multiplied, R_enc = A'_last ... A'_0 (``layers["encoder_rollout"]``); the rollout row of output step
-  i is the baseline row times R_enc: the encoder states it reads traced back to the source pieces
-  they were mixed from. Each row sums to 1. Attention weights alone cannot split an output token
-  between the source and the decoder's own prefix, so this rollout stays on the source side (ALTI+
-  makes that split).
-- ``"value_norm"`` (Kobayashi et al. 2020, "Attention is Not Only a Weight: Analyzing
-  Transformers with Vector Norms", EMNLP): the last decoder layer's cross-attention weighted by
-  what each source piece sends. With f_h(x_j) = (x_j W_V^h + b_V^h) W_O^h, head h's value vector
-  of source piece j pushed through its slice of the output projection, output step i gets
-  ||sum_h alpha_ij^h f_h(x_j)|| from piece j (the output projection's bias is the same for
-  every j and left out, as in the paper), each row divided by its sum. ``layers`` keeps the
-  per-head norms ||alpha_ij^h f_h(x_j)|| and the unnormalised rows of every decoder layer.
-
-- ``"grad_attention"`` (Chefer, Gur & Wolf 2021, "Generic Attention-model Explainability for
-  Interpreting Bi-Modal and Encoder-Decoder Transformers", ICCV): relevancy propagated through
-  every attention layer with the gradient-weighted attention Ā = mean_h (∇A ⊙ A)^+, ∇A the
-  gradient of the output token's logit with respect to that layer's attention. Starting from
-  R^ss = I, R^tt = I, R^ts = 0: each encoder self-attention layer R^ss += Ā R^ss; each decoder
-  self-attention layer R^tt += Ā R^tt and R^ts += Ā R^ts; each cross-attention layer
-  R^ts += (R̄^tt)ᵀ Ā R̄^ss, with R̄ = (R − I) / rowsum(R − I) + I (eqs. 6–11 of the paper; a row of
-  R − I that sums to 0, e.g. before any update, is divided by an epsilon instead, so it stays 0
-  rather than NaN). Output step i's row of R^ts, from the gradient of its own logit, divided by
-  its sum, is ``source``. One backward pass per output step.
-
-- ``"alti_plus"`` (Ferrando, Gállego, Alastruey, Escolano & Costa-jussà 2022, "Towards Opening the
-  Black Box of Neural Machine Translation: Source and Target Contributions in the Transformer",
-  EMNLP; ALTI: Ferrando, Gállego & Costa-jussà 2022): each attention block's output y_i is split
-  exactly into one term per input position, T_ij = Σ_h α_ij^h f_h(x_j), the residual x_i, and the
-  biases. As in the authors' reference code (mt-upc/transformer-contributions-nmt,
-  ``wrappers/transformer_wrapper.py``, ``out_qv_pre_ln``), in self-attention the residual joins the
-  position's own term (T_ii + x_i is one contributor: both are position i's), while in cross-attention
-  the residual comes from the decoder side and is a contributor of its own beside the source pieces.
-  In a post-norm block the layer norm is applied to each term linearly, with the standard deviation
-  of the whole sum (γ ⊙ (T − mean T) / σ, exactly the layer norm's σ; the reference code's
-  Bessel-corrected torch.std makes its terms √((d−1)/d) of these); with β the terms add up to the block's
-  output, and ``layers["reconstruction_error"]`` records how exactly for every block. Contributor j
-  gets c_ij = max(0, ||y_i||₁ − ||y_i − T_ij||₁) (the biases contribute nothing; y_i includes them,
-  as in the reference code), each row divided by its sum (a row with nothing close to y_i, which
-  the reference code divides 0/0, keeps position i to itself). The
-  contributions are rolled out through the layers: encoder self-attention mixes source positions
-  (R^ss), decoder self-attention target positions (R^tt, R^ts), and each cross-attention block keeps
-  its residual's share of the target side and adds the encoder output's shares, each a mixture of
-  source pieces by R^ss (the reference code's rollout). ``source`` is R^ts and ``target`` R^tt: each row
-  of the two together sums to 1. Approximated, as in the paper: the feed-forward layers (applied to
-  each position alone) and the layer norms after them mix no positions and are not decomposed.
-
-``ATTRIBUTION_METHODS`` lists the methods.
+Theory and references: docs/attribution.md
 """
 
 from __future__ import annotations
@@ -79,7 +31,7 @@ from model.trace import Trace
 from model.transformer import Transformer
 
 ATTRIBUTION_METHODS = ("attention", "value_norm", "grad_attention", "alti_plus")
-NORMALISING_EPSILON = 1e-9  # the rowsum floor in R̄ (see grad_attention)
+NORMALISING_EPSILON = 1e-9  # the rowsum floor in R̄ (see normalised)
 ROLLOUT_RESIDUAL = 0.5  # Abnar & Zuidema's weight of the identity in each rolled-out layer
 NPZ_PREFIX = "attribution/"  # attributions_npz: the attributions' arrays, beside the trace's
 NPZ_META = "attribution_meta"
@@ -209,7 +161,7 @@ def attention_rollout(stack: np.ndarray, residual: float = ROLLOUT_RESIDUAL) -> 
 
 def attention_baseline(trace: Trace) -> Attribution:
     """The baseline, read from the trace: the last decoder layer's cross-attention, mean over heads, and for
-    comparison its rollout through the encoder (module docstring). The per-head weights are the trace's own."""
+    comparison its rollout through the encoder (attention_rollout). The per-head weights are the trace's own."""
     cross = trace.attention_stack("cross").astype(np.float64)  # (layers, heads, steps, source pieces)
     encoder_rollout = np.eye(cross.shape[-1])  # a model without encoder layers passes the source on unmixed
     if trace.attention_names("encoder"):
@@ -225,7 +177,9 @@ def attention_baseline(trace: Trace) -> Attribution:
 
 @torch.inference_mode()
 def value_norm(model: Transformer, source_ids: Sequence[int], target_ids: Sequence[int]) -> Attribution:
-    """Kobayashi et al.'s norm-based attribution of the last decoder layer's cross-attention (module docstring).
+    """Kobayashi et al.'s norm-based attribution of the last decoder layer's cross-attention (docs/attribution.md):
+    with f_h(x_j) head h's value vector of source piece j pushed through its slice of the output projection (its bias
+    left out), output step i gets ||Σ_h α_ij^h f_h(x_j)|| from piece j, each row divided by its sum.
 
     ``target_ids`` start with BOS; the decoder reads ``target_ids[:-1]``, one output step per row. ``layers`` holds
     the same norms for every decoder layer's cross-attention: "per_head" (layers, heads, steps, source pieces),
@@ -264,7 +218,8 @@ def value_norm(model: Transformer, source_ids: Sequence[int], target_ids: Sequen
 
 
 def normalised(relevancy: np.ndarray) -> np.ndarray:
-    """R̄ = (R − I) / rowsum(R − I) + I, the self-relevancy a cross-attention layer mixes in (Chefer et al.)."""
+    """R̄ = (R − I) / rowsum(R − I) + I, the self-relevancy a cross-attention layer mixes in (Chefer et al.); a row of
+    R − I that sums to 0 (e.g. before any update) is divided by NORMALISING_EPSILON instead, so it stays 0, not NaN."""
     identity = np.eye(len(relevancy))
     without_self = relevancy - identity
     sums = without_self.sum(axis=-1, keepdims=True)
@@ -287,7 +242,9 @@ def relevancy(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Chefer et al.'s relevancies R^ss (source, source), R^tt (target, target) and R^ts (target, source) from each
     layer's (attention, gradient): ``encoder`` per encoder layer, ``decoder`` per decoder layer as (self-attention,
-    cross-attention), each array (heads, queries, keys). The update rules are in the module docstring."""
+    cross-attention), each array (heads, queries, keys). From R^ss = I, R^tt = I, R^ts = 0: each encoder layer
+    R^ss += Ā R^ss; each decoder self-attention layer R^tt += Ā R^tt and R^ts += Ā R^ts; each cross-attention layer
+    R^ts += (R̄^tt)ᵀ Ā R̄^ss (eqs. 6–11 of the paper; docs/attribution.md)."""
     n_source = encoder[0][0].shape[-1] if encoder else decoder[0][1][0].shape[-1]
     n_target = decoder[0][0][0].shape[-1]
     source_self, target_self = np.eye(n_source), np.eye(n_target)
@@ -304,8 +261,9 @@ def relevancy(
 
 
 def grad_attention(model: Transformer, source_ids: Sequence[int], target_ids: Sequence[int]) -> Attribution:
-    """Chefer et al.'s gradient-weighted relevancy (module docstring): for each output step, the relevancy of every
-    source piece for the logit of the token written there.
+    """Chefer et al.'s gradient-weighted relevancy (docs/attribution.md): for each output step, the relevancy of every
+    source piece for the logit of the token written there (relevancy), its row divided by its sum; one backward pass
+    per output step.
 
     The attention tensors are read in the graph through an edit (model.capture.intervene) that returns them
     unchanged, so the shared model is never modified and other threads see nothing; the positional encoding
@@ -425,8 +383,10 @@ def block_contributions(
 
 @torch.inference_mode()
 def alti_plus(model: Transformer, source_ids: Sequence[int], target_ids: Sequence[int]) -> Attribution:
-    """Ferrando et al.'s ALTI+ (module docstring): for each output step, the contribution of every source piece
-    (``source``) and every decoder input piece (``target``) to the decoder's last layer there.
+    """Ferrando et al.'s ALTI+ (docs/attribution.md): for each output step, the contribution of every source piece
+    (``source``) and every decoder input piece (``target``) to the decoder's last layer there, each block's
+    contributions (block_contributions) rolled out through the layers. The feed-forward layers and the layer norms
+    after them mix no positions and are not decomposed, as in the paper.
 
     ``layers`` holds each block's contributions before the rollout: "encoder" (encoder layers, source, source),
     "decoder" (decoder layers, steps, steps) and "cross" (decoder layers, steps, source pieces + 1, the last

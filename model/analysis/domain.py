@@ -1,29 +1,14 @@
-"""Is this sentence like the ones the model learned from? Two measured signals against the validation set.
+"""Is this sentence like the ones the model learned from? Signals of a trace against the validation set.
 
-A model trained on 29,000 image captions turns "The stock market crashed yesterday." into
-nonsense ("Der Sandmarkt ist in Alltagatatatland.", greedy) without any warning. Two figures of a
-trace say that a sentence is unlike the training data, each compared with the same figure over the
-validation set, measured once and stored on the checkpoint's card (``card["domain"]["calibration"]``):
-
-- ``mean_log_prob``: the mean natural-log probability the model gave its own output tokens. A
-  model writing about things it has not seen is unsure of every word; the notice fires below the
-  validation set's ``low_percentile`` (1st by default).
-- ``pieces_per_word``: source pieces per word (a word starts with "▁"). Words the tokenizer never
-  saw in training fall apart into many pieces ("be c ause"); the notice fires above the
-  validation set's ``high_percentile`` (99th by default).
-
-By construction each alone fires for about 1% of validation sentences; the calibration records
-how often either does (``validation_alarm_rate``). Neither catches a sentence of everyday words
-used in a way captions never do ("The cat sat on the mat.": common pieces, a confident model).
-
-What does point at its trouble is the words themselves. ``source_words.json`` beside the weights
-counts every word of the training source side; a word seen at most ``RARE_WORD_MAX_COUNT`` times
-("sat": 3 times in 29,000 captions) is one the model barely knows. Too many validation sentences
-hold one for an alarm (30% of the English captions, 50% of the German ones, whose compounds are
-often new), so the page names such words in a quiet line instead (SourceWords.rare).
+``domain_signals`` reads two figures of a trace (the mean log-probability of the model's own output tokens, and
+source pieces per word); ``unlike_training`` compares them with the thresholds that ``calibrate`` measured on the
+validation set and stored on the checkpoint's card (``card["domain"]["calibration"]``). ``SourceWords`` counts the
+words of the training source side (``source_words.json`` beside the weights) and names the rare ones in a sentence.
 
 Command line: ``python -m model.analysis.domain --checkpoint DIR --sentences val.en.gz [--card]``
 measures the thresholds; ``--training-sentences train.en.gz`` writes ``source_words.json``.
+
+Theory and references: docs/out-of-domain.md
 """
 
 from __future__ import annotations
@@ -49,10 +34,8 @@ if TYPE_CHECKING:
 
 LOW_PERCENTILE = 1.0
 HIGH_PERCENTILE = 99.0
-# Measured on the 1,014 validation sentences (beam 5; model.evaluate --by-rarest-word), grouped by how often their
-# rarest word occurs in training: multi30k-en-de BLEU 27.2 never, 29.7 once, 31.6 two or three times, 39.0 four to
-# ten, 46.0 up to 50, 54.9 above (41.0 over all); multi30k-de-en 34.1, 36.3, 43.3, 49.3, 54.5, 59.6 (44.9).
-# Quality falls off below about 4 sightings.
+# A word seen at most this often in training is one the model barely knows: translation quality falls off for
+# sentences whose rarest word is this rare (model.evaluate --by-rarest-word shows it per checkpoint).
 RARE_WORD_MAX_COUNT = 3
 SOURCE_WORDS_FILE = "source_words.json"
 # letters only, an inner apostrophe kept ("didn't", "man's"); a token with digits is no word ("3rd", "2")
@@ -132,7 +115,7 @@ class SourceWords:
         return min((self.counts.get(word, 0) for word in words_of(text)), default=None)
 
     def save(self, folder: str | Path) -> Path:
-        """Write ``source_words.json`` into a checkpoint folder (one compact line: 120 KB for 29,000 captions)."""
+        """Write ``source_words.json`` into a checkpoint folder (one compact line)."""
         path = Path(folder) / SOURCE_WORDS_FILE
         data = {"sentences": self.sentences, "counts": dict(self.counts)}
         path.write_text(json.dumps(data, ensure_ascii=False, separators=(",", ":")) + "\n", encoding="utf-8")

@@ -1,34 +1,11 @@
 """Head statistics: what each attention head does, as numbers one can sort and compare.
 
-Every statistic is a mean over query rows of a per-row quantity computed from that row's
-attention distribution (row ``i`` of a (queries, keys) matrix):
+``head_statistics`` computes every statistic in STATISTICS (STATISTIC_DESCRIPTIONS says each in a line) for every
+head of one attention module, each a mean over the real query rows (padding dropped, rows renormalised).
+``trace_head_statistics`` makes one trace's table, ``batch_head_statistics`` averages the tables of many sentences
+(each weighted by its query rows), and ``readable_cross_head`` picks the cross-attention head to show first.
 
-- ``entropy``: -sum_j a_ij log2 a_ij, in bits (0: all weight on one key; log2(K): uniform).
-- ``distance``: sum_j a_ij |j - d(i)|, the expected distance in key tokens from the diagonal
-  d(i) (see below); for self-attention d(i) = i, so it is the mean attention distance |i - j|.
-- ``same`` / ``previous`` / ``next``: weight on key c(i), c(i) - 1 and c(i) + 1, where
-  c(i) = floor(d(i) + 0.5) is the key nearest the diagonal (for self-attention c(i) = i: the
-  query's own position and its left and right neighbours). Decoder self-attention is causal,
-  so its ``next`` is always 0.
-- ``bos`` / ``eos`` / ``punctuation``: weight on keys that are <s>, </s>, or punctuation
-  pieces (every character, "▁" aside, a Unicode punctuation character: ".", "▁,", "?!").
-- ``diagonality``: weight on keys within ``band`` tokens of the diagonal, |j - d(i)| <= band
-  (band 1 by default). 1 for a diagonal matrix; for self-attention with band 1 it is
-  previous + same + next. It says how alignment-like cross-attention is.
-
-The diagonal. Positions count from 0 over the real tokens of each axis (padding removed).
-For a (Q, K) matrix, d(i) = i * (K - 1) / (Q - 1) (d = 0 when Q = 1): the straight line from
-the first query and key to the last query and key. For self-attention (Q = K) this is d(i) = i.
-For cross-attention, query row i is the decoding step that predicts target token i + 1, so
-the line pairs the first predicted token with the first source piece and the predicted </s>
-with the source </s>, scaled to both lengths in between.
-
-Padding: query rows and key columns whose piece is <pad> are dropped, and each remaining row
-is renormalised over the real keys (a no-op for the model's own attention, which gives
-padding exactly 0).
-
-Over many sentences, each statistic is averaged with each sentence weighted by its number of
-query rows, which equals the statistic computed over all query rows of all sentences pooled.
+Theory and references: docs/head-statistics.md
 """
 
 from __future__ import annotations
@@ -133,10 +110,11 @@ def head_statistics(
 ) -> dict[str, np.ndarray]:
     """Every statistic of every head of one module: ``weights`` (heads, queries, keys) -> {statistic: (heads,)}.
 
-    The pieces label the axes (they find padding, <s>, </s> and punctuation). Definitions are
-    in this module's docstring; ``band`` is the half-width of the diagonal band for
-    ``diagonality``, in key tokens. The result also holds ``queries``: the number of real query
-    rows the means are over.
+    The pieces label the axes (they find padding, <s>, </s> and punctuation). Definitions:
+    STATISTIC_DESCRIPTIONS and docs/head-statistics.md; positions are counted from the diagonal
+    d(i) = i * (K - 1) / (Q - 1) (0 when Q = 1; d(i) = i for self-attention), and ``band`` is the
+    half-width of the diagonal band for ``diagonality``, in key tokens. The result also holds
+    ``queries``: the number of real query rows the means are over.
     """
     special = special or SpecialPieces()
     attention, queries, keys = _real_attention(weights, query_pieces, key_pieces, special.pad)
@@ -263,8 +241,7 @@ def readable_cross_head(table: Sequence[dict[str, Any]]) -> tuple[int, int]:
 
     Highest ``diagonality`` (weight within one piece of the length-scaled diagonal), compared at
     two decimals so that near-ties go to the more focused head: the lower ``entropy``, then the
-    later layer. For the shipped English→German model (4+4, d_model 128), over its six example sentences
-    (greedy), that is decoder layer 1, head 1 (diagonality 0.86, entropy 0.78 bits).
+    later layer.
     """
     cross = [row for row in table if row["kind"] == KIND_LABELS["cross"]]
     if not cross:

@@ -2,8 +2,7 @@
 
 Two runs that share their starting weights (a run and its ``--init-from`` continuation) end in one
 basin of the loss, and the mean of their weights can beat both (a "model soup", Wortsman et al.
-2022). Measured: ``multi30k-de-en`` with its BPE-dropout continuation (docs/training-recipe.md),
-val beam 5 43.60 -> 44.86 cased BLEU. The card is the first checkpoint's with a history record for
+2022; docs/training-recipe.md). The card is the first checkpoint's with a history record for
 the average; its scores and out-of-domain calibration are dropped, since they belong to other
 weights: measure them again (model.evaluate --card-split, model.analysis.domain --card).
 """

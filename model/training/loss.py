@@ -2,12 +2,11 @@
 tokens that are not padding.
 
 On the CPU the output projection and the loss are one fused, chunked computation (``linear_cross_entropy``): the
-(tokens x vocabulary) logits of a batch are about 90 MB for the shipped 8,000-piece models, and materialising
-them, their log-softmax, its gradient and the label-smoothing terms was 40% of a training step, most of it
-memory traffic rather than arithmetic (torch.profiler; benchmarks: train_tokens_per_s). Here the logits are
-computed a few hundred rows at a time and the gradient is formed in the forward pass, since the loss is the last
-thing computed: forward and backward of a 2,890-row batch took 146 ms instead of 250 (its three matrix products
-alone: 129 ms; 2 threads). Padded positions are dropped before the projection.
+(tokens x vocabulary) logits of a batch are large, and materialising them, their log-softmax, its gradient and the
+label-smoothing terms costs a large share of a training step, most of it memory traffic rather than arithmetic
+(benchmarks: train_tokens_per_s). Here the logits are computed a few hundred rows at a time and the gradient is
+formed in the forward pass, since the loss is the last thing computed. Padded positions are dropped before the
+projection.
 """
 
 from __future__ import annotations
@@ -20,8 +19,8 @@ from torch import nn
 
 from model.transformer import Transformer
 
-# Logit elements per chunk (16 MB of float32): 512 rows of an 8,000-piece vocabulary. 128-row chunks were 7%
-# slower, 1,024-row ones no faster (a 2,890-row batch, 2 threads).
+# Logit elements per chunk (16 MB of float32; rows per chunk = this / vocabulary size): much smaller chunks make the
+# matrix products slower, larger ones are no faster.
 CHUNK_ELEMENTS = 1 << 22
 
 
@@ -116,7 +115,7 @@ def linear_cross_entropy(
     without holding the (N, V) logits: fused and chunked (module docstring).
 
     ``matmul_dtype`` (e.g. torch.bfloat16, for --cpu-bf16): the three matrix products with the vocabulary in that
-    precision, 2.5-3x as fast on an AVX512-BF16 CPU; the softmax, the sums and the gradients stay in the inputs'."""
+    precision, faster on CPUs with AVX512-BF16 or AMX; the softmax, the sums and the gradients stay in the inputs'."""
     return _LinearCrossEntropy.apply(hidden, weight, bias, targets, label_smoothing, matmul_dtype)
 
 

@@ -166,8 +166,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--cpu-bf16",
         action="store_true",
         help="bf16 mixed precision on the CPU too: matrix products in bf16, attention and the loss's softmax in fp32, "
-        "fp32 weights. On an AVX512-BF16 CPU a 3+3, d_model 256 step ran 1.39x as fast and a whole run 1.18x; that "
-        "run's model scored 1 BLEU lower on val (docs/training-recipe.md)",
+        "fp32 weights. Faster on CPUs with AVX512-BF16 or AMX, slower elsewhere; the model may score a little lower "
+        "than an fp32 run's (docs/training-recipe.md)",
     )
     run.add_argument(
         "--snapshot-steps", default="0,200", help="steps at which to save shippable fp16 snapshots (0 = untrained)"
@@ -211,11 +211,12 @@ def run_arguments(args: argparse.Namespace, out: Path, write: bool) -> argparse.
         return args
     saved = json.loads((out / "args.json").read_text())
     saved.setdefault("command", args.command)
-    saved.setdefault("init_from", None)  # runs saved before --init-from existed
-    saved.setdefault("cpu_bf16", False)  # and before --cpu-bf16
-    saved.setdefault("subword_sampling", 0.0)  # and before --subword-sampling
-    saved.setdefault("cooldown_epochs", 0.0)  # and before --cooldown-epochs
-    saved.pop("max_tokens_given", None)  # runs saved before "given" covered every option kept this flag
+    # an args.json may predate some options: they get the values that leave its run as it was
+    saved.setdefault("init_from", None)
+    saved.setdefault("cpu_bf16", False)
+    saved.setdefault("subword_sampling", 0.0)
+    saved.setdefault("cooldown_epochs", 0.0)
+    saved.pop("max_tokens_given", None)  # an older args.json's flag, which "given" replaces
     for key in SESSION_OPTIONS:
         saved[key] = getattr(args, key)
     for key in RUN_PLAN_OPTIONS:

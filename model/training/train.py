@@ -93,7 +93,7 @@ def get_tokenizer(args: argparse.Namespace, out: Path, train: list[tuple[str, st
 def make_config(args: argparse.Namespace, tokenizer: Tokenizer) -> TransformerConfig:
     """The model's hyper-parameters: the model options with the tokenizer's vocabulary sizes and ids, or
     the --init-from checkpoint's own (saved with the run's arguments), with the dropout options given."""
-    # runs saved before the attention and activation dropout options existed have neither
+    # an args.json may predate the attention and activation dropout options
     dropouts = {name: getattr(args, name, None) for name in ("dropout", "attention_dropout", "activation_dropout")}
     if getattr(args, "init_config", None):
         config = TransformerConfig.from_dict(args.init_config)
@@ -122,8 +122,8 @@ def make_config(args: argparse.Namespace, tokenizer: Tokenizer) -> TransformerCo
 
 
 def earlier_history(card: dict[str, Any]) -> list[dict[str, Any]]:
-    """The training history of a checkpoint's card: its ``history`` list, or one record made from the
-    fields cards had before there was a history (command, resumes, time, hardware, scores)."""
+    """The training history of a checkpoint's card: its ``history`` list, or, for a card without one, one record
+    made from its top-level fields (command, resumes, time, hardware, scores)."""
     if isinstance(card.get("history"), list):
         return card["history"]
     fields = {
@@ -262,8 +262,8 @@ def set_up(args: argparse.Namespace, run: Run) -> Training:
             print(f"resuming at epoch {start_epoch}, batch {skip_batches}, step {step}", file=sys.stderr)
     if args.cpu_bf16 and run.device.type == "cpu" and run.main and not cpu_has_bf16_units():
         print(
-            "--cpu-bf16: this CPU has neither AVX512-BF16 nor AMX, so bf16 products are emulated: on an AVX2-only "
-            "CPU a 1024x1024 bf16 product ran 158x slower than fp32. Leave out --cpu-bf16 here",
+            "--cpu-bf16: this CPU has neither AVX512-BF16 nor AMX, so bf16 products are emulated, many times slower "
+            "than fp32. Leave out --cpu-bf16 here",
             file=sys.stderr,
         )
     loss: torch.nn.Module = TranslationLoss(model, config.pad_id, args.label_smoothing)
@@ -299,10 +299,9 @@ def set_up(args: argparse.Namespace, run: Run) -> Training:
 def sampled_examples(training: Training, epoch: int) -> list[Example]:
     """The training pairs segmented anew for ``epoch`` (--subword-sampling), the same on every rank and after a resume.
 
-    SentencePiece's draws differ from process to process even after ``set_random_generator_seed`` (measured with
-    sentencepiece 0.2.3), so a seed cannot repeat them: rank 0 draws once an epoch and keeps the draw in the run
-    folder (SAMPLED_FILE), where a resume inside that epoch finds the pieces, hence the batches, it trained on;
-    the other ranks receive rank 0's draw.
+    SentencePiece's draws differ from process to process even after ``set_random_generator_seed``, so a seed cannot
+    repeat them: rank 0 draws once an epoch and keeps the draw in the run folder (SAMPLED_FILE), where a resume
+    inside that epoch finds the pieces, hence the batches, it trained on; the other ranks receive rank 0's draw.
     """
     path = training.out / SAMPLED_FILE
     drawn = None
