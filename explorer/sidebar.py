@@ -13,7 +13,7 @@ from explorer import views
 from explorer.compute import ModelKey, folder_stamp, list_checkpoints, load_translator
 from explorer.context import Display
 from explorer.copy import DEVICE_NAMES, EXPLANATIONS, describe_card, escape_markdown
-from explorer.state import DEVICES, DISPLAY_TOGGLES, SEARCHES, bind, presenting
+from explorer.state import BEAM_SIZES, DEVICES, DISPLAY_TOGGLES, SEARCHES, bind, presenting
 from model.checkpoint import CheckpointEntry
 from model.translator import Translator
 
@@ -140,7 +140,7 @@ def settings_controls(max_len: int) -> tuple[Decoding, Display]:
             "Search", SEARCHES, format_func=str.capitalize, horizontal=True, key="decoding", persist_state="page"
         )
         if st.session_state.decoding == "beam":
-            st.sidebar.slider("Beam size", 2, 10, key="beam_size", persist_state="page")
+            st.sidebar.slider("Beam size", BEAM_SIZES[0], BEAM_SIZES[-1], key="beam_size", persist_state="page")
         st.sidebar.number_input(
             "Max output tokens",
             min_value=1,

@@ -24,10 +24,12 @@ from streamlit.runtime.scriptrunner import get_script_run_ctx
 from model.analysis.ablation import ABLATION_MODES
 from model.analysis.head_stats import STATISTICS
 from model.analysis.positional import POSITIONAL_EXPERIMENTS, POSITIONAL_STACKS
+from model.decoding import DEFAULT_BEAM_SIZE
 from model.heads import ATTENTION_KINDS
 
 DEVICES = ("auto", "cpu", "cuda")
 SEARCHES = ("greedy", "beam")
+BEAM_SIZES = tuple(range(2, 11))  # the beam-size slider's choices (1 is greedy search)
 DISPLAYS = ("single", "grid", "heads", "aggregates")
 DISPLAY_TOGGLES = ("merge_words", "show_special", "annotate")
 STATS_SOURCES = ("sentence", "file")
@@ -118,7 +120,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("presenter", parse_bool, False, BOOLEANS),
     Setting("device", parse_text, "auto", DEVICES),
     Setting("decoding", parse_text, "greedy", SEARCHES),
-    Setting("beam_size", int, 5, tuple(range(2, 11))),
+    Setting("beam_size", int, DEFAULT_BEAM_SIZE, BEAM_SIZES),
     Setting("max_len", int),
     Setting("merge_words", parse_bool, False, BOOLEANS),
     Setting("show_special", parse_bool, True, BOOLEANS),

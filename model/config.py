@@ -111,6 +111,11 @@ class TransformerConfig:
         return self.decoder_start_id if self.decoder_start_id is not None else self.bos_id
 
     @property
+    def max_tokens(self) -> int:
+        """Tokens one sequence may hold besides its BOS or EOS, which takes the last position."""
+        return self.max_len - 1
+
+    @property
     def never_generated(self) -> list[int]:
         """Ids the decoder may not produce: padding and the start token (the same id for MarianMT)."""
         return sorted({self.pad_id, self.start_id})

@@ -30,7 +30,7 @@ class Hypothesis:
 
 def default_max_len(model: Transformer, source_length: int, prefix_length: int = 0) -> int:
     """Generated tokens allowed: 1.5x the source plus 10, within the positional encoding's range."""
-    return max(1, min(model.config.max_len - 1 - prefix_length, int(1.5 * source_length) + 10))
+    return max(1, min(model.config.max_tokens - prefix_length, int(1.5 * source_length) + 10))
 
 
 def row_limits(model: Transformer, src_ids: torch.Tensor, prefix_length: int, max_len: int | None) -> list[int]:
@@ -40,6 +40,8 @@ def row_limits(model: Transformer, src_ids: torch.Tensor, prefix_length: int, ma
     lengths = (src_ids != model.config.pad_id).sum(dim=1).tolist()
     return [default_max_len(model, length, prefix_length) for length in lengths]
 
+
+DEFAULT_BEAM_SIZE = 5  # beams of every search that is not given a size (the page's greedy default aside)
 
 # Every beam search's default length-penalty alpha. GNMT's (Wu et al. 2016) 0.6 lets these small models' beams end
 # early, shorter than greedy translations; a larger alpha scored best on validation (docs/training-recipe.md).
@@ -220,7 +222,7 @@ class _TreeRecorder:
 def beam_search(
     model: Transformer,
     src_ids: torch.Tensor,
-    beam_size: int = 5,
+    beam_size: int = DEFAULT_BEAM_SIZE,
     max_len: int | None = None,
     alpha: float = DEFAULT_ALPHA,
     prefix: list[int] | None = None,
@@ -241,7 +243,7 @@ def beam_search(
 def beam_search_tree(
     model: Transformer,
     src_ids: torch.Tensor,
-    beam_size: int = 5,
+    beam_size: int = DEFAULT_BEAM_SIZE,
     max_len: int | None = None,
     alpha: float = DEFAULT_ALPHA,
     prefix: list[int] | None = None,

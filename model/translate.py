@@ -10,14 +10,16 @@ from __future__ import annotations
 import argparse
 import sys
 
-from model.decoding import DEFAULT_ALPHA
+from model.decoding import DEFAULT_ALPHA, DEFAULT_BEAM_SIZE
 from model.translator import Translator
 
 
 def add_decoding_arguments(parser: argparse.ArgumentParser) -> None:
     """The options every command that translates with a checkpoint shares (translate, evaluate)."""
     parser.add_argument("--checkpoint", required=True, help="checkpoint folder (config.json, model.safetensors, ...)")
-    parser.add_argument("--beam", type=int, default=5, help="beam size (1: greedy decoding; default: %(default)s)")
+    parser.add_argument(
+        "--beam", type=int, default=DEFAULT_BEAM_SIZE, help="beam size (1: greedy decoding; default: %(default)s)"
+    )
     parser.add_argument(
         "--max-len", type=int, help="most tokens generated per sentence (default: 1.5 x source length + 10)"
     )

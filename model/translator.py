@@ -18,6 +18,7 @@ from model.analysis.internals import AttentionStages, attention_stages
 from model.analysis.whatif import fork_prefix, resolve_choice
 from model.decoding import (
     DEFAULT_ALPHA,
+    DEFAULT_BEAM_SIZE,
     BeamTree,
     Encoded,
     beam_search,
@@ -67,7 +68,7 @@ class Translator:
 
     def source_ids(self, text: str) -> SourceIds:
         pieces = self.tokenizer.encode(clean_text(text), "source")
-        limit = self.config.max_len - 1  # keep room for EOS
+        limit = self.config.max_tokens  # keep room for EOS
         return SourceIds(pieces[:limit] + [self.config.eos_id], len(pieces) > limit, len(pieces))
 
     def target_ids(self, text: str, room: int) -> list[int]:
@@ -117,13 +118,13 @@ class Translator:
         hypotheses = beam_search(model, src, beam_size, max_len=max_len, alpha=alpha, prefix=prefix, encoded=encoded)
         return [hyps[0].tokens for hyps in hypotheses]
 
-    def translate(self, text: str, beam_size: int = 5, max_len: int | None = None) -> str:
+    def translate(self, text: str, beam_size: int = DEFAULT_BEAM_SIZE, max_len: int | None = None) -> str:
         return self.translate_batch([text], beam_size=beam_size, max_len=max_len)[0]
 
     def translate_batch(
         self,
         texts: list[str],
-        beam_size: int = 5,
+        beam_size: int = DEFAULT_BEAM_SIZE,
         max_len: int | None = None,
         batch_size: int = 64,
         alpha: float = DEFAULT_ALPHA,
@@ -145,7 +146,7 @@ class Translator:
     def trace(
         self,
         text: str,
-        beam_size: int = 5,
+        beam_size: int = DEFAULT_BEAM_SIZE,
         max_len: int | None = None,
         top_k: int = 5,
         target: str | None = None,
@@ -166,7 +167,7 @@ class Translator:
             raise ValueError("give target or target_ids, not both")
         if prefix is not None and prefix_ids is not None:
             raise ValueError("give prefix or prefix_ids, not both")
-        room = self.config.max_len - 1  # decoder positions: BOS and the output
+        room = self.config.max_tokens  # decoder positions: BOS and the output
         if target is not None:
             target_ids = self.target_ids(target, room - 1) + [self.config.eos_id]
         elif target_ids is not None:
@@ -189,8 +190,8 @@ class Translator:
         """Target ids the decoder could have produced: in the vocabulary, no padding or BOS, EOS only last."""
         config = self.config
         ids = [int(token) for token in ids]
-        if len(ids) > config.max_len - 1:
-            raise ValueError(f"{name} has {len(ids)} tokens; the model reads at most {config.max_len - 1}")
+        if len(ids) > config.max_tokens:
+            raise ValueError(f"{name} has {len(ids)} tokens; the model reads at most {config.max_tokens}")
         for position, token in enumerate(ids):
             if not 0 <= token < config.tgt_vocab_size or token in config.never_generated:
                 raise ValueError(f"{name}[{position}] = {token} is not a token the decoder can produce")
@@ -239,7 +240,7 @@ class Translator:
     def beam_tree(
         self,
         text: str,
-        beam_size: int = 5,
+        beam_size: int = DEFAULT_BEAM_SIZE,
         max_len: int | None = None,
         alpha: float = DEFAULT_ALPHA,
         prefix_ids: list[int] | None = None,
@@ -322,7 +323,7 @@ class Translator:
     def _output_limit(self, model: Transformer, source_length: int, max_len: int | None, prefix: list[int]) -> int:
         """Tokens decoding may add after the prefix: ``max_len`` (None: the default), within the model's positions."""
         limit = default_max_len(model, source_length, len(prefix)) if max_len is None else max_len
-        return min(limit, self.config.max_len - 1 - len(prefix))
+        return min(limit, self.config.max_tokens - len(prefix))
 
     def _trace_on(
         self,

@@ -29,6 +29,7 @@ import torch
 from model.analysis.alignment import TokenDiff, token_diff
 from model.analysis.pairs import AttentionPair, attention_pair
 from model.capture import intervene
+from model.decoding import DEFAULT_BEAM_SIZE
 from model.heads import HeadRef, check_heads
 from model.trace import Trace
 from model.transformer import Transformer
@@ -131,7 +132,7 @@ def mean_head_outputs(
     translator: Translator,
     texts: Sequence[str],
     outputs: Sequence[Sequence[int]] | None = None,
-    beam_size: int = 5,
+    beam_size: int = DEFAULT_BEAM_SIZE,
     max_len: int | None = None,
 ) -> HeadMeans:
     """Each head's mean output, (heads, d_k) per attention module, over every position of teacher-forced passes.
@@ -217,7 +218,7 @@ def compare_ablation(
     text: str,
     heads: Sequence[HeadRef],
     mode: str = "zero",
-    beam_size: int = 5,
+    beam_size: int = DEFAULT_BEAM_SIZE,
     max_len: int | None = None,
     means: HeadMeans | None = None,
     top_k: int = 5,

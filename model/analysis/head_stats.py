@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from model.decoding import DEFAULT_BEAM_SIZE
 from model.heads import ATTENTION_KINDS, KIND_LABELS, module_kind
 from model.tokenizer import WORD_START
 from model.trace import Trace
@@ -214,7 +215,7 @@ def batch_head_statistics(
     translator: Translator,
     sentences: Iterable[str],
     *,
-    beam_size: int = 5,
+    beam_size: int = DEFAULT_BEAM_SIZE,
     max_len: int | None = None,
     band: float = DIAGONAL_BAND,
     progress: Callable[[int, int], None] | None = None,

@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from model.analysis.ablation import HeadMeans, ablate_heads_by_row, check_ablation, mean_head_outputs
+from model.decoding import DEFAULT_BEAM_SIZE
 from model.heads import ATTENTION_KINDS, HeadRef, all_heads, layer_count
 from model.transformer import Transformer
 
@@ -59,8 +60,8 @@ def _output_ids(translator: Translator, ids: Sequence[int]) -> list[int]:
     config = translator.config
     if not ids:
         raise ValueError("the translation is empty: there is nothing to score")
-    if len(ids) > config.max_len - 1:
-        raise ValueError(f"the translation has {len(ids)} tokens; the model reads at most {config.max_len - 1}")
+    if len(ids) > config.max_tokens:
+        raise ValueError(f"the translation has {len(ids)} tokens; the model reads at most {config.max_tokens}")
     if any(not 0 <= token < config.tgt_vocab_size for token in ids):
         raise ValueError("target_ids holds ids outside the target vocabulary")
     return ids
@@ -92,7 +93,7 @@ def head_importance(
     kinds: Sequence[str] = ATTENTION_KINDS,
     mode: str = "zero",
     means: HeadMeans | None = None,
-    beam_size: int = 5,
+    beam_size: int = DEFAULT_BEAM_SIZE,
     max_len: int | None = None,
     batch_size: int = 64,
 ) -> HeadImportance:

@@ -22,6 +22,7 @@ import torch
 from model.analysis.alignment import TokenDiff, token_diff
 from model.analysis.pairs import AttentionPair, attention_pair
 from model.capture import intervene
+from model.decoding import DEFAULT_BEAM_SIZE
 from model.trace import Trace
 from model.transformer import Transformer
 
@@ -100,7 +101,7 @@ def compare_positional(
     text: str,
     experiment: str = "no-pe",
     seed: int = 0,
-    beam_size: int = 5,
+    beam_size: int = DEFAULT_BEAM_SIZE,
     max_len: int | None = None,
     stacks: Sequence[str] = POSITIONAL_STACKS,
     top_k: int = 5,

@@ -17,7 +17,7 @@ from typing import Any
 from sacrebleu.metrics import BLEU, CHRF
 from tqdm import tqdm
 
-from model.decoding import DEFAULT_ALPHA
+from model.decoding import DEFAULT_ALPHA, DEFAULT_BEAM_SIZE
 from model.training.data import read_lines
 from model.translate import add_decoding_arguments
 from model.translator import Translator
@@ -47,7 +47,7 @@ def score(hypotheses: list[str], references: list[str]) -> dict[str, Any]:
 def translate_all(
     translator: Translator,
     sources: list[str],
-    beam_size: int = 5,
+    beam_size: int = DEFAULT_BEAM_SIZE,
     batch_size: int = 64,
     max_len: int | None = None,
     progress: bool = True,
@@ -73,7 +73,7 @@ def evaluate(
     translator: Translator,
     sources: list[str],
     references: list[str],
-    beam_size: int = 5,
+    beam_size: int = DEFAULT_BEAM_SIZE,
     batch_size: int = 64,
     max_len: int | None = None,
     progress: bool = False,
