@@ -12,6 +12,8 @@ position 0 is never padding, even when it is the pad id (MarianMT starts from <p
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 from torch import nn
 
@@ -43,6 +45,20 @@ def target_padding(ids: torch.Tensor, config: TransformerConfig, start: int = 0)
     return padded
 
 
+def sublayer(
+    x: torch.Tensor,
+    block: Callable[[torch.Tensor], torch.Tensor],
+    norm: nn.LayerNorm,
+    dropout: Dropout,
+    norm_first: bool,
+) -> torch.Tensor:
+    """One residual sublayer (3.1): ``LayerNorm(x + Dropout(block(x)))`` post-norm, as in the paper, or
+    ``x + Dropout(block(LayerNorm(x)))`` pre-norm."""
+    if norm_first:
+        return x + dropout(block(norm(x)))
+    return norm(x + dropout(block(x)))
+
+
 class EncoderLayer(nn.Module):
     """3.1 encoder layer: self-attention, then feed-forward."""
 
@@ -57,12 +73,8 @@ class EncoderLayer(nn.Module):
         self.dropout2 = Dropout(config.dropout)
 
     def forward(self, x: torch.Tensor, allowed: torch.Tensor | None) -> torch.Tensor:
-        if self.norm_first:
-            h = self.norm1(x)
-            x = x + self.dropout1(self.self_attn(h, h, allowed))
-            return x + self.dropout2(self.feed_forward(self.norm2(x)))
-        x = self.norm1(x + self.dropout1(self.self_attn(x, x, allowed)))
-        return self.norm2(x + self.dropout2(self.feed_forward(x)))
+        x = sublayer(x, lambda h: self.self_attn(h, h, allowed), self.norm1, self.dropout1, self.norm_first)
+        return sublayer(x, self.feed_forward, self.norm2, self.dropout2, self.norm_first)
 
 
 class DecoderLayer(nn.Module):
@@ -99,13 +111,9 @@ class DecoderLayer(nn.Module):
         def cross_block(h: torch.Tensor) -> torch.Tensor:
             return self.cross_attn(h, memory, memory_allowed, cache=cross_cache, static_kv=True)
 
-        if self.norm_first:
-            x = x + self.dropout1(self_block(self.norm1(x)))
-            x = x + self.dropout2(cross_block(self.norm2(x)))
-            return x + self.dropout3(self.feed_forward(self.norm3(x)))
-        x = self.norm1(x + self.dropout1(self_block(x)))
-        x = self.norm2(x + self.dropout2(cross_block(x)))
-        return self.norm3(x + self.dropout3(self.feed_forward(x)))
+        x = sublayer(x, self_block, self.norm1, self.dropout1, self.norm_first)
+        x = sublayer(x, cross_block, self.norm2, self.dropout2, self.norm_first)
+        return sublayer(x, self.feed_forward, self.norm3, self.dropout3, self.norm_first)
 
 
 class Encoder(nn.Module):
