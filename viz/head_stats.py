@@ -17,7 +17,7 @@ from plotly.subplots import make_subplots
 
 from model.analysis.head_stats import SHARE_STATISTICS, STATISTIC_DESCRIPTIONS, STATISTICS
 from model.heads import KIND_LABELS, KIND_TITLES
-from viz.style import ATTENTION_COLORSCALE, base_layout, layer_head_axes, power_colorscale
+from viz.style import ATTENTION_COLORSCALE, LAYER_ROW_HEIGHT, add_layer_head_panel, base_layout, power_colorscale
 
 STATISTIC_LABELS = {
     "entropy": "entropy (bits)",
@@ -31,7 +31,6 @@ STATISTIC_LABELS = {
     "diagonality": "diagonality",
 }
 UNBOUNDED_COLORSCALE = power_colorscale("Blues", 1.0)  # entropy and distance: linear, 0 to the largest value
-CELL_SIZE = 56  # pixels per layer row of the heatmap
 TABLE_KINDS = tuple(KIND_LABELS.values())  # the table's kinds: "encoder self", "decoder self", "cross"
 PANEL_TITLES = {KIND_LABELS[kind]: KIND_TITLES[kind] for kind in KIND_LABELS}  # table kind -> plain words
 
@@ -90,30 +89,14 @@ def head_stats_heatmap(
     )
     for index, (kind, grid) in enumerate(zip(kinds, grids, strict=True)):
         place = {"row": index + 1, "col": 1} if stacked else {"row": 1, "col": index + 1}
-        n_layers, n_heads = grid.shape
-        figure.add_trace(
-            go.Heatmap(
-                z=grid,
-                x=list(range(n_heads)),
-                y=list(range(n_layers)),
-                coloraxis="coloraxis",
-                texttemplate="%{z:.2f}",
-                hovertemplate=(
-                    f"{PANEL_TITLES[kind]}, layer %{{y}}, head %{{x}}<br>{html.escape(label)} %{{z:.4f}}"
-                    f"<br>{html.escape(STATISTIC_DESCRIPTIONS[statistic])}<extra></extra>"
-                ),
-            ),
-            **place,
-        )
-        x_axis, y_axis = layer_head_axes(n_layers, n_heads)
-        figure.update_xaxes(x_axis, **place)
-        figure.update_yaxes({**y_axis, "showticklabels": stacked or index == 0}, **place)
+        value = f"{html.escape(label)} %{{z:.4f}}<br>{html.escape(STATISTIC_DESCRIPTIONS[statistic])}"
+        add_layer_head_panel(figure, grid, place, PANEL_TITLES[kind], value, show_layers=stacked or index == 0)
     figure.update_layout(coloraxis={**colours, "colorbar": {"title": {"text": html.escape(label)}}})
     if not title:
         sentences = max(row["sentences"] for row in table if row["kind"] in kinds)
         over = "this sentence" if sentences == 1 else f"mean over {sentences} sentences"
         title = f"{label[0].upper()}{label[1:]} – {over}"
-    panel_height = 40 + CELL_SIZE * max(grid.shape[0] for grid in grids)
+    panel_height = 40 + LAYER_ROW_HEIGHT * max(grid.shape[0] for grid in grids)
     return base_layout(figure, html.escape(title), height=120 + panel_height * (panels if stacked else 1))
 
 

@@ -22,7 +22,7 @@ from model.analysis.importance import HeadImportance
 from model.analysis.positional import PositionalComparison
 from model.heads import KIND_LABELS, KIND_TITLES, head_title, parse_module_name
 from viz.pairs import pair_heatmaps
-from viz.style import base_layout, head_colour, layer_head_axes, token_rows
+from viz.style import LAYER_ROW_HEIGHT, add_layer_head_panel, base_layout, head_colour, token_rows
 from viz.tokens import display_labels
 
 CHANGED_COLOUR = head_colour(1)  # a token that differs between the two translations
@@ -30,7 +30,6 @@ KEPT_COLOUR = "#eef2f7"  # a token both translations share
 # z = 0 kept, 1 changed; NaN (a gap where the other translation has a token) stays blank.
 CHANGE_COLORSCALE = [[0.0, KEPT_COLOUR], [0.5, KEPT_COLOUR], [0.5, CHANGED_COLOUR], [1.0, CHANGED_COLOUR]]
 IMPORTANCE_COLORSCALE = "RdBu_r"  # red: the translation needs the head; blue: it is likelier without it
-CELL_SIZE = 56  # pixels per layer row of an importance heatmap
 EXPERIMENT_LABELS = {"no-pe": "without positional encoding", "shuffle": "source words shuffled"}
 
 
@@ -148,25 +147,10 @@ def importance_heatmap(importance: HeadImportance, *, title: str = "") -> go.Fig
     left_layers = None  # the layer count of the panel to the left
     for column, kind in enumerate(kinds, start=1):
         grid = importance.drops[kind]
-        n_layers, n_heads = grid.shape
-        figure.add_trace(
-            go.Heatmap(
-                z=grid,
-                x=list(range(n_heads)),
-                y=list(range(n_layers)),
-                texttemplate="%{z:.2f}",
-                hovertemplate=(
-                    f"{KIND_LABELS[kind]}, layer %{{y}}, head %{{x}}<br>log-probability drop %{{z:.4f}}<extra></extra>"
-                ),
-                coloraxis="coloraxis",
-            ),
-            row=1,
-            col=column,
-        )
-        x_axis, y_axis = layer_head_axes(n_layers, n_heads)
-        figure.update_xaxes(x_axis, row=1, col=column)
-        figure.update_yaxes({**y_axis, "showticklabels": n_layers != left_layers}, row=1, col=column)
-        left_layers = n_layers
+        place = {"row": 1, "col": column}
+        value = "log-probability drop %{z:.4f}"
+        add_layer_head_panel(figure, grid, place, KIND_LABELS[kind], value, show_layers=grid.shape[0] != left_layers)
+        left_layers = grid.shape[0]
     figure.update_layout(
         coloraxis={
             "colorscale": IMPORTANCE_COLORSCALE,
@@ -177,7 +161,7 @@ def importance_heatmap(importance: HeadImportance, *, title: str = "") -> go.Fig
     )
     layers = max(grid.shape[0] for grid in importance.drops.values())
     default = f"Head importance ({importance.mode} ablation)"
-    return base_layout(figure, html.escape(title or default), height=160 + CELL_SIZE * layers)
+    return base_layout(figure, html.escape(title or default), height=160 + LAYER_ROW_HEIGHT * layers)
 
 
 def importance_frame(importance: HeadImportance) -> pd.DataFrame:

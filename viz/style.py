@@ -14,6 +14,7 @@ import plotly.io
 HEAD_COLOURS = plotly.colors.qualitative.D3  # one colour per head, the same in every view
 FONT_SIZE = 12
 ROW_HEIGHT = 24  # pixels per token row, enough for a 12 px label
+LAYER_ROW_HEIGHT = 56  # pixels per layer row of a layers × heads panel: room for the value written in each cell
 
 
 def power_colorscale(name: str = "Blues", exponent: float = 0.5, steps: int = 33) -> list[list[Any]]:
@@ -149,6 +150,30 @@ def layer_head_axes(n_layers: int, n_heads: int) -> tuple[dict[str, Any], dict[s
         "showgrid": False,
     }
     return x_axis, y_axis
+
+
+def add_layer_head_panel(
+    figure: go.Figure, grid: np.ndarray, place: dict[str, int], panel: str, value: str, *, show_layers: bool = True
+) -> None:
+    """Draw ``grid`` (layers, heads) at ``place`` ({"row", "col"} of a subplot figure): one cell per head with its
+    value written in it, on the figure's shared colour axis. The hover reads "``panel``, layer L, head H" over
+    ``value`` (a plotly hover template line, e.g. "entropy %{z:.4f}"); both are HTML: escape any text in them.
+    ``show_layers`` writes the layer labels."""
+    n_layers, n_heads = grid.shape
+    figure.add_trace(
+        go.Heatmap(
+            z=grid,
+            x=list(range(n_heads)),
+            y=list(range(n_layers)),
+            coloraxis="coloraxis",
+            texttemplate="%{z:.2f}",
+            hovertemplate=f"{panel}, layer %{{y}}, head %{{x}}<br>{value}<extra></extra>",
+        ),
+        **place,
+    )
+    x_axis, y_axis = layer_head_axes(n_layers, n_heads)
+    figure.update_xaxes(x_axis, **place)
+    figure.update_yaxes({**y_axis, "showticklabels": show_layers}, **place)
 
 
 def token_rows(z: np.ndarray, text: np.ndarray, row_names: list[str], **heatmap: Any) -> go.Figure:
