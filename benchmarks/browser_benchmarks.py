@@ -83,7 +83,7 @@ def _edit(driver, sentence: str, columns: list[str]) -> float:
 
 def _measure(script: Path, checkpoints: Path, sentences: list[tuple[str, list[str]]], loads: int) -> dict[str, object]:
     """Cold and warm first-heatmap times of a page served from ``script``, then one edit per sentence."""
-    from tests.browser_utils import chromium, streamlit_server
+    from tests.helpers import chromium, streamlit_server
 
     with (
         streamlit_server(checkpoints, script=script) as url,
@@ -101,7 +101,7 @@ def _measure(script: Path, checkpoints: Path, sentences: list[tuple[str, list[st
 def browser_times(ctx: Context, names: tuple[str, ...]) -> list[Record]:
     """first_heatmap_ms (a new page on a warm server) and edit_redraw_ms (Enter to redrawn heatmap), each against
     a bare Streamlit page with one heatmap measured in the same run."""
-    from tests.browser_utils import missing_browser
+    from tests.helpers import missing_browser
 
     reason = missing_browser()
     if reason:

@@ -1,6 +1,6 @@
 """Starting a real `streamlit run app.py` server: a free port and waiting for /_stcore/health.
 
-Shared by the server-memory benchmark and the browser test suite (tests/browser_utils.py).
+Shared by the server-memory benchmark and the browser test suite (tests/helpers.py).
 """
 
 from __future__ import annotations

@@ -24,7 +24,8 @@ CHECKPOINTS = REPO / "checkpoints"
 DEFAULT_CHECKPOINT = CHECKPOINTS / "multi30k-en-de"
 RANDOM = "random"
 # The default checkpoint's architecture (checkpoints/multi30k-en-de), written out, not read from its config.json:
-# this model stands in when that folder is missing or broken. tests/test_benchmarks.py checks that the two agree.
+# this model stands in when that folder is missing or broken. tests/benchmarks/test_benchmarks.py checks that the
+# two agree.
 SHIPPED = dict(
     d_model=128,
     n_heads=4,

@@ -1,20 +1,41 @@
-"""Shared fixtures: small random models and a tokenizer trained here on text the test writes.
+"""Shared fixtures: small random models and a tokenizer trained here on text the test writes, and the fixtures
+that tests of several layers need (a module-scoped fixture gives each test module its own instance).
 
-Plain helpers (small_config, toy_sentences) live in tests/model_utils.py.
+Plain helpers (small_config, toy_sentences, BAD_INPUTS, the AppTest and Chromium helpers) live in
+tests/helpers.py.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import pytest
 import torch
 
-from model import Transformer
+from model import load_checkpoint
 from model.checkpoint import save_checkpoint
 from model.tokenizer import Tokenizer, train_sentencepiece
-from tests.model_utils import small_config, toy_sentences
+from model.trace import Trace
+from model.translator import Translator
+from tests.helpers import (
+    DEFAULT_CHECKPOINT,
+    DOG_BITES_MAN,
+    HOSTILE,
+    INTERNALS_SENTENCE,
+    MAN_BITES_DOG,
+    REPO,
+    SHIPPED_MODELS,
+    STATISTICS_SENTENCES,
+    WORD_START,
+    hand_trace,
+    random_model,
+    run_importer,
+    toy_sentences,
+    transformers_or_skip,
+    write_tokenizer_files,
+)
 
 
 @pytest.fixture(scope="session")
@@ -25,18 +46,22 @@ def toy_tokenizer() -> Tokenizer:
 @pytest.fixture(scope="session")
 def tiny_checkpoint(tmp_path_factory, toy_tokenizer) -> Path:
     """A random 2+2-layer model with the toy tokenizer saved as a checkpoint folder."""
-    torch.manual_seed(0)
-    vocab = toy_tokenizer.vocab_size("source")
-    model = Transformer(small_config(vocab, share_embeddings=True, tie_output=True, output_bias=False)).eval()
+    model = random_model(toy_tokenizer.vocab_size("source"), seed=0)
     folder = tmp_path_factory.mktemp("checkpoints") / "tiny-en-de"
     card = {"source_language": "en", "target_language": "de", "data": "random weights (tests)"}
     return save_checkpoint(folder, model, toy_tokenizer, card)
 
 
+@pytest.fixture(scope="module")
+def translator(tiny_checkpoint) -> Translator:
+    """The tiny checkpoint loaded on the CPU (a module that needs another translator defines its own)."""
+    return load_checkpoint(tiny_checkpoint, device="cpu")
+
+
 @pytest.fixture(scope="session")
 def browser_ready() -> None:
     """Skip a browser test where headless Chromium is missing; in CI (CI=true) a missing browser fails it."""
-    from browser_utils import missing_browser
+    from tests.helpers import missing_browser
 
     reason = missing_browser()
     if reason and os.environ.get("CI") == "true":
@@ -59,3 +84,166 @@ def lesson_files(monkeypatch) -> dict:
 
     monkeypatch.setattr(MediaFileManager, "add_deferred", add_deferred)
     return registered
+
+
+# --- traces: the analyses in tests/model and the figures in tests/viz read the same ones ---
+
+
+@pytest.fixture(scope="module")
+def traces(translator) -> list[Trace]:
+    """Greedy traces (6 steps at most) of STATISTICS_SENTENCES: the head statistics' inputs."""
+    return [translator.trace(text, beam_size=1, max_len=6) for text in STATISTICS_SENTENCES]
+
+
+@pytest.fixture(scope="module")
+def internals_trace(translator) -> Trace:
+    """A greedy trace of INTERNALS_SENTENCE (9 steps at most): inside one head."""
+    return translator.trace(INTERNALS_SENTENCE, beam_size=1, max_len=9)
+
+
+@pytest.fixture(scope="module")
+def hand_pair() -> tuple[Trace, Trace]:
+    """A minimal pair of hand-made traces: "the dog bites the man" and "the man bites the dog"."""
+    W = WORD_START
+    first = hand_trace(DOG_BITES_MAN, ["<s>", f"{W}der", f"{W}Hund", f"{W}beißt", "</s>"], "der Hund beißt", 0)
+    second = hand_trace(MAN_BITES_DOG, ["<s>", f"{W}der", f"{W}Mann", f"{W}beißt", "</s>"], "der Mann beißt", 1)
+    return first, second
+
+
+@pytest.fixture(scope="module")
+def lesson(tiny_checkpoint) -> tuple[str, list]:
+    """A lesson export (the HTML and its sections) with real figures of the tiny checkpoint, of several kinds
+    (bars, heatmaps, subplots, lines), and HOSTILE text in its facts and a table."""
+    import viz
+    from explorer.copy import CAVEAT, EXPLANATIONS
+    from viz.export import LessonSection, lesson_html
+
+    trace = load_checkpoint(tiny_checkpoint, device="cpu").trace("the girl sits.", beam_size=1)
+    axes = viz.attention_axes(trace, "cross")
+    step = viz.decoding_step(trace, 0, 1)
+    sections = [
+        LessonSection(
+            "Probability of each output token",
+            "",
+            viz.token_probabilities(trace.predicted_pieces, trace.step_probs, title="Probabilities"),
+        ),
+        LessonSection(
+            "Step 1", EXPLANATIONS["step"], viz.step_attention(step.cross_rows, trace.source_pieces, title="Step 1")
+        ),
+        LessonSection(
+            "Cross-attention",
+            EXPLANATIONS["cross"],
+            viz.attention_heatmap(axes.stack[0, 0], axes.query_pieces, axes.key_pieces, title="One head"),
+        ),
+        LessonSection(
+            "All heads",
+            EXPLANATIONS["grid"],
+            viz.attention_grid(axes.stack, axes.query_pieces, axes.key_pieces, title="All heads"),
+        ),
+        LessonSection(
+            "Head view",
+            EXPLANATIONS["heads"],
+            viz.head_view(axes.stack[1], axes.query_pieces, axes.key_pieces, title="Head view"),
+        ),
+        LessonSection("Translation at each stage", rows=[("untrained", HOSTILE), ("final", trace.translation)]),
+    ]
+    facts = [("Source sentence", trace.source_text), ("Translation", trace.translation), ("Note", HOSTILE)]
+    return lesson_html("A lesson", sections, facts=facts, caveat=CAVEAT), sections
+
+
+# --- checkpoint folders ---
+
+
+@pytest.fixture(scope="module")
+def classroom_checkpoints(tmp_path_factory, tiny_checkpoint, toy_tokenizer) -> Path:
+    """tiny-en-de with snapshots/untrained and snapshots/early (other random weights), toy-plain-en-de without any."""
+    folder = tmp_path_factory.mktemp("classroom-checkpoints")
+    shutil.copytree(tiny_checkpoint, folder / "tiny-en-de")
+    shutil.copytree(tiny_checkpoint, folder / "toy-plain-en-de")
+    vocab = toy_tokenizer.vocab_size("source")
+    card = {"source_language": "en", "target_language": "de"}
+    for seed, (stage, step) in enumerate([("untrained", 0), ("early", 10)], start=1):
+        save_checkpoint(
+            folder / "tiny-en-de" / "snapshots" / stage,
+            random_model(vocab, seed),
+            toy_tokenizer,
+            {**card, "snapshot": stage, "step": step, "description": f"{stage} weights (tests)"},
+        )
+    return folder
+
+
+@pytest.fixture(scope="module")
+def shipped_en_de() -> Translator:
+    """The shipped default checkpoint (multi30k-en-de); its tests skip where it is not shipped."""
+    if not (DEFAULT_CHECKPOINT / "model.safetensors").exists():
+        pytest.skip("checkpoints/multi30k-en-de is not shipped")
+    return load_checkpoint(DEFAULT_CHECKPOINT, device="cpu")
+
+
+@pytest.fixture(scope="module", params=sorted(SHIPPED_MODELS))
+def shipped_model(request) -> tuple[str, Path, Translator]:
+    """(name, folder, translator) of each shipped translation checkpoint (SHIPPED_MODELS)."""
+    folder = REPO / "checkpoints" / request.param
+    assert folder.is_dir(), f"{folder} is missing: it is the app's default and must be committed"
+    return request.param, folder, load_checkpoint(folder, device="cpu")
+
+
+@pytest.fixture(scope="module")
+def marian(tmp_path_factory):
+    """A tiny random MarianMT model imported with ``python -m model.import_marian``: (Hugging Face model,
+    MarianTokenizer, save_pretrained folder, imported checkpoint folder). Everything is built here, offline: two
+    SentencePiece models trained on toy text, a joint vocab.json, a MarianTokenizer and a random MarianMTModel
+    saved with save_pretrained. Skips without transformers, except in CI (CI=true), where it fails."""
+    transformers = transformers_or_skip()
+    work = tmp_path_factory.mktemp("marian")
+    spm_folder = work / "spm"
+    spm_folder.mkdir()
+    vocab = write_tokenizer_files(spm_folder)
+    tokenizer = transformers.MarianTokenizer(
+        source_spm=str(spm_folder / "source.spm"),
+        target_spm=str(spm_folder / "target.spm"),
+        vocab=str(spm_folder / "vocab.json"),
+        source_lang="en",
+        target_lang="de",
+    )
+    config = transformers.MarianConfig(
+        vocab_size=len(vocab),
+        d_model=32,
+        encoder_layers=2,
+        decoder_layers=3,
+        encoder_attention_heads=4,
+        decoder_attention_heads=4,
+        encoder_ffn_dim=64,
+        decoder_ffn_dim=64,
+        activation_function="swish",
+        scale_embedding=True,
+        share_encoder_decoder_embeddings=True,
+        max_position_embeddings=64,
+        pad_token_id=vocab["<pad>"],
+        eos_token_id=vocab["</s>"],
+        decoder_start_token_id=vocab["<pad>"],
+        forced_eos_token_id=vocab["</s>"],
+        dropout=0.0,
+        attention_dropout=0.0,
+        activation_dropout=0.0,
+    )
+    torch.manual_seed(0)
+    model = transformers.MarianMTModel(config).eval()
+    with torch.no_grad():  # every weight, norm and bias away from its initial value, the logits bias non-zero
+        for name, parameter in model.named_parameters():
+            if "embed_positions" not in name:  # the fixed sinusoidal table, which save_pretrained leaves out
+                parameter.add_(torch.randn_like(parameter) * 0.2)
+        model.final_logits_bias.normal_(0.0, 1.0)
+    generation = model.generation_config  # OPUS-MT's generation defaults, which the card records
+    generation.num_beams, generation.max_length, generation.forced_eos_token_id = 4, 512, vocab["</s>"]
+    generation.bad_words_ids = [[vocab["<pad>"]]]
+    source = work / "opus-mt-tiny"
+    model.save_pretrained(source)
+    tokenizer.save_pretrained(source)
+    (source / "README.md").write_text("---\nlicense: cc-by-4.0\n---\n# tiny\n", encoding="utf-8")
+    out = work / "checkpoints" / "opus-mt-tiny"
+    result = run_importer(source, out)
+    assert result.returncode == 0, result.stderr
+    assert "2+3 layers" in result.stdout
+    model.config._attn_implementation = "eager"  # output_attentions needs the explicit softmax
+    return model, tokenizer, source, out

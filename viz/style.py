@@ -114,7 +114,7 @@ def white_figure(trace: dict[str, Any], layout: dict[str, Any]) -> go.Figure:
     trace's type, and filled by one plotly_update (plotly's public counterpart of Plotly.update), which checks that each
     top-level property exists and stores its value as given; the figure serialises to the same
     JSON as a validated one. What the validation would catch beyond a misspelt top-level name (a
-    misspelt nested property, a wrong value) is caught by the tests instead: tests/test_viz.py
+    misspelt nested property, a wrong value) is caught by the tests instead: tests/viz/test_viz.py
     validates every figure these builders make against plotly's schema and compares the JSON.
     Lists of objects (``annotations``, ``shapes``) do not belong in ``layout``: plotly_update
     stores them but leaves ``figure.layout.annotations`` showing the old, empty list.

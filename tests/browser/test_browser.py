@@ -1,0 +1,592 @@
+"""The app in a real headless Chromium: it translates, redraws on a new sentence, steps, and logs no errors.
+
+Starts `streamlit run app.py` on a free local port with a small random checkpoint. Skipped
+with the reason when Selenium or Debian's chromium/chromedriver are missing, except in CI
+(CI=true), where a missing browser fails. Screenshots go to test-output/.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from pathlib import Path
+from xml.etree import ElementTree
+
+import numpy as np
+import pytest
+
+import viz
+from explorer.copy import card_examples
+from model import load_checkpoint
+from model.analysis.head_stats import batch_head_statistics, readable_cross_head
+from model.heads import head_title
+from model.trace import Trace
+from tests.helpers import BAD_INPUTS, REPO, chromium, click_button, free_port, streamlit_server
+from viz.tokens import display_labels
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+OUTPUT = REPO / "test-output"
+WAIT_S = 90  # an upper bound for the page to react on a busy 2-core machine, not a timing assertion
+NEW_SENTENCE = "the girl sits."
+
+# JavaScript that reads what plotly drew: each chart's title and tick labels from its graph div.
+READ_CHARTS = """
+return Array.from(document.querySelectorAll('.js-plotly-plot')).map(gd => ({
+    title: (gd.layout.title && gd.layout.title.text) || '',
+    x: (gd.layout.xaxis && gd.layout.xaxis.ticktext) || [],
+    y: (gd.layout.yaxis && gd.layout.yaxis.ticktext) || [],
+}));
+"""
+
+
+@pytest.fixture(scope="module")
+def server(browser_ready, tiny_checkpoint, tmp_path_factory):
+    """The app served from a folder holding only the tiny test checkpoint."""
+    with streamlit_server(tiny_checkpoint.parent, tmp_path_factory.mktemp("streamlit-log")) as url:
+        yield url
+
+
+@pytest.fixture
+def driver(browser_ready):
+    with chromium(Path(tempfile.mkdtemp(prefix="chromium-profile-"))) as browser:
+        yield browser
+
+
+def wait_until(driver, condition, message: str, poll_s: float = 0.5):
+    from selenium.common.exceptions import TimeoutException
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    # A page script that outlasts the driver's script timeout means a renderer starved of CPU (six pages on two slow
+    # cores), not a wrong page: poll again until WAIT_S is spent.
+    return WebDriverWait(driver, WAIT_S, poll_frequency=poll_s, ignored_exceptions=[TimeoutException]).until(
+        condition, message
+    )
+
+
+def charts(driver) -> list[dict]:
+    return driver.execute_script(READ_CHARTS)
+
+
+def chart(driver, title_start: str) -> dict | None:
+    matches = [found for found in charts(driver) if found["title"].startswith(title_start)]
+    return matches[0] if len(matches) == 1 else None
+
+
+def drawn_titles(driver) -> list[str]:
+    """The titles of plotly's charts and of the head view (our component draws its title in its SVG)."""
+    head_views = driver.execute_script(
+        "return [...document.querySelectorAll('.hv-figure')].map(svg => svg.getAttribute('aria-label'))"
+    )
+    return [found["title"] for found in charts(driver)] + head_views
+
+
+def translation_text(driver) -> str | None:
+    from selenium.webdriver.common.by import By
+
+    headings = driver.find_elements(By.CSS_SELECTOR, "[data-testid='stMarkdownContainer'] h3")
+    return headings[0].text.strip() if headings else None
+
+
+def step_text(driver) -> str:
+    from selenium.webdriver.common.by import By
+
+    paragraphs = driver.find_elements(By.XPATH, "//p[strong[starts-with(normalize-space(.), 'Step ')]]")
+    return paragraphs[0].text if paragraphs else ""
+
+
+def load_page(driver, url: str) -> None:
+    driver.get(url)
+    wait_until(driver, lambda d: chart(d, "Decoder layer") and translation_text(d), "page never drew its charts")
+
+
+def console_errors(driver) -> list[dict]:
+    """Every SEVERE console entry. Nothing is filtered: Streamlit and plotly log no errors on this page."""
+    return [entry for entry in driver.get_log("browser") if entry["level"] == "SEVERE"]
+
+
+def test_translates_redraws_and_steps(server, driver, translator):
+    load_page(driver, server)
+    first = translator.trace(shown_sentence(driver), beam_size=1)
+    assert translation_text(driver) == first.translation
+    assert chart(driver, "Decoder layer")["x"] == display_labels(first.source_pieces)
+    OUTPUT.mkdir(exist_ok=True)
+    driver.save_screenshot(str(OUTPUT / "browser-main-view.png"))
+
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    box = driver.find_element(By.CSS_SELECTOR, "input[aria-label='Source sentence']")
+    box.send_keys(Keys.CONTROL, "a")
+    box.send_keys(NEW_SENTENCE)
+    box.send_keys(Keys.ENTER)  # plain Enter translates
+    second = translator.trace(NEW_SENTENCE, beam_size=1)
+    new_labels = display_labels(second.source_pieces)
+    wait_until(driver, lambda d: (chart(d, "Decoder layer") or {}).get("x") == new_labels, "chart not redrawn")
+    wait_until(driver, lambda d: translation_text(d) == second.translation, "translation not updated")
+
+    click_button(driver, "Decoding steps")  # one click away from the first screen
+    wait_until(driver, lambda d: step_text(d).startswith("Step 1 of"), "the steps view did not open")
+    click_button(driver, "Next")
+    wait_until(driver, lambda d: step_text(d).startswith("Step 2 of"), "the step did not move")
+    read_so_far = display_labels(second.target_pieces[:2])  # <s> and the first output token
+    wait_until(
+        driver,
+        lambda d: (chart(d, "Step 2: self-attention") or {}).get("x") == read_so_far,
+        "the step's decoder self-attention was not redrawn",
+    )
+    driver.save_screenshot(str(OUTPUT / "browser-after-step.png"))
+    assert console_errors(driver) == []
+
+
+def test_trace_downloads_as_json(server, driver, translator, tmp_path):
+    driver.execute_cdp_cmd("Browser.setDownloadBehavior", {"behavior": "allow", "downloadPath": str(tmp_path)})
+    load_page(driver, server)
+    click_button(driver, "Download trace (JSON)")
+    saved = tmp_path / "tiny-en-de.json"
+    wait_until(driver, lambda d: saved.exists() and saved.stat().st_size > 0, "the JSON file never arrived")
+    downloaded = Trace.from_json(saved.read_text(encoding="utf-8"))
+    expected = translator.trace(shown_sentence(driver), beam_size=1)
+    assert downloaded.translation == expected.translation
+    assert downloaded.source_pieces == expected.source_pieces
+    assert downloaded.attention.keys() == expected.attention.keys()
+    assert console_errors(driver) == []
+
+
+# JavaScript that reads the head view's lines on screen: (head, query, key) of each one not hidden.
+SHOWN_LINES = """
+return [...document.querySelectorAll('.hv-figure line')].filter(line => line.style.display !== 'none')
+    .map(line => ['head', 'query', 'key'].map(name => Number(line.dataset[name])));
+"""
+
+
+def test_head_view_points_keeps_switches_heads_and_downloads_svg(server, driver, translator, tmp_path):
+    """Like BertViz's head view: one readable head at first, a token's lines on pointing, chips switch heads."""
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.by import By
+
+    driver.execute_cdp_cmd("Browser.setDownloadBehavior", {"behavior": "allow", "downloadPath": str(tmp_path)})
+    driver.get(f"{server}/?display=heads")
+    wait_until(driver, lambda d: d.execute_script(SHOWN_LINES), "the head view drew no lines")
+    layer, head = readable_cross_head(batch_head_statistics(translator, card_examples(translator.card), beam_size=1))
+    trace = translator.trace(shown_sentence(driver), beam_size=1)
+    axes = viz.attention_axes(trace, "cross")
+    data = viz.head_view_data(axes.stack[layer], axes.query_pieces, axes.key_pieces)
+    weights = np.array(data["weights"])
+    lines_of = {h: {(h, q, k) for (q, k), w in np.ndenumerate(weights[h]) if w > 0} for h in range(len(weights))}
+    assert set(map(tuple, driver.execute_script(SHOWN_LINES))) == lines_of[head]  # the page's head alone
+
+    query = 1
+    ActionChains(driver).move_to_element(driver.find_elements(By.CSS_SELECTOR, ".hv-query")[query]).perform()
+    pointed = {line for line in lines_of[head] if line[1] == query}
+    wait_until(driver, lambda d: set(map(tuple, d.execute_script(SHOWN_LINES))) == pointed, "pointing showed more")
+    driver.find_elements(By.CSS_SELECTOR, ".hv-query")[query].click()  # keeps them, in the URL too
+    wait_until(driver, lambda d: f"head_view_query={query}" in d.current_url, "the kept token is not in the URL")
+    hint = driver.find_element(By.CSS_SELECTOR, ".hv-hint")
+    ActionChains(driver).move_to_element(hint).perform()  # away from the tokens: the kept token's lines stay
+    assert set(map(tuple, driver.execute_script(SHOWN_LINES))) == pointed
+
+    other = (head + 1) % len(weights)
+    driver.find_elements(By.CSS_SELECTOR, ".hv-chip")[other].click()  # a second head comes on
+    both = ",".join(map(str, sorted([head, other])))
+    wait_until(driver, lambda d: f"head_view_heads={both.replace(',', '%2C')}" in d.current_url, "chip ignored")
+    expected = {line for h in (head, other) for line in lines_of[h] if line[1] == query}
+    wait_until(driver, lambda d: set(map(tuple, d.execute_script(SHOWN_LINES))) == expected, "the head is not on")
+    ActionChains(driver).double_click(driver.find_elements(By.CSS_SELECTOR, ".hv-chip")[other]).perform()
+    wait_until(driver, lambda d: f"head_view_heads={other}" in d.current_url, "double-click did not isolate")
+    alone = {line for line in lines_of[other] if line[1] == query}
+    wait_until(driver, lambda d: set(map(tuple, d.execute_script(SHOWN_LINES))) == alone, "not that head alone")
+
+    driver.find_element(By.CSS_SELECTOR, ".hv-download-svg").click()
+    saved = tmp_path / f"tiny-en-de-cross-heads-L{layer}.svg"
+    wait_until(driver, lambda d: saved.exists() and saved.stat().st_size > 0, "the head view's SVG never arrived")
+    drawing = ElementTree.parse(saved).getroot()
+    assert drawing.tag == "{http://www.w3.org/2000/svg}svg"
+    assert f"{head_title('cross', layer)} – all heads" in "".join(drawing.itertext())
+
+    click_button(driver, "Single head")  # a plotly chart: its toolbar's SVG button, beside the camera
+    wait_until(driver, lambda d: chart(d, head_title("cross", layer, head)), "the single head never drew")
+    figure = driver.find_element(By.CSS_SELECTOR, ".js-plotly-plot")
+    ActionChains(driver).move_to_element(figure).perform()
+    button = wait_until(driver, lambda d: d.find_elements(By.CSS_SELECTOR, ".js-plotly-plot .svg-download"), "no SVG")
+    button[0].click()
+    saved = tmp_path / f"tiny-en-de-cross-single-L{layer}H{head}.svg"
+    wait_until(driver, lambda d: saved.exists() and saved.stat().st_size > 0, "the chart's SVG never arrived")
+    chart_drawing = ElementTree.parse(saved).getroot()
+    assert chart_drawing.tag == "{http://www.w3.org/2000/svg}svg" and "main-svg" in chart_drawing.get("class")
+
+    # one-letter tokens: the title is wider than the lines and tokens, and the drawing is as wide as the title
+    driver.get(f"{server}/?sentence=a.&view=encoder&display=heads")
+    wait_until(driver, lambda d: d.execute_script(HEAD_VIEW_OVERHANG) is not None, "the short head view never drew")
+    assert driver.execute_script(HEAD_VIEW_OVERHANG) == []
+    assert console_errors(driver) == []
+
+
+# JavaScript that finds what of the head view (its title, its colour chips) reaches past the drawing's right edge.
+HEAD_VIEW_OVERHANG = """
+const svg = [...document.querySelectorAll('.hv-figure')].find(s => s.getAttribute('aria-label').startsWith('Encoder'));
+if (!svg) return null;
+const right = svg.getBoundingClientRect().right + 0.5;
+return [...svg.querySelectorAll('.hv-title, .hv-chip')].filter(part => part.getBoundingClientRect().right > right)
+    .map(part => part.textContent);
+"""
+
+
+# JavaScript that measures each plotly chart's title against its chart: [title, title's right edge, chart width].
+TITLE_FITS = """
+return [...document.querySelectorAll('.js-plotly-plot')].map(gd => {
+    const title = gd.querySelector('.gtitle'), chart = gd.querySelector('.main-svg').getBoundingClientRect();
+    return title ? [title.textContent, title.getBoundingClientRect().right - chart.left, chart.width] : null;
+}).filter(found => found);
+"""
+# JavaScript that finds panel titles (subplot annotations on one line) running into each other or out of their chart.
+PANEL_TITLE_CLASHES = """
+const clashes = [];
+for (const gd of document.querySelectorAll('.js-plotly-plot')) {
+    const chart = gd.querySelector('.main-svg').getBoundingClientRect();
+    const boxes = [...gd.querySelectorAll('.annotation-text')].map(t => [t.textContent, t.getBoundingClientRect()]);
+    for (const [text, box] of boxes) {
+        if (box.left < chart.left - 1 || box.right > chart.right + 1) clashes.push(text);
+    }
+    boxes.forEach(([a, first], i) => boxes.slice(i + 1).forEach(([b, second]) => {
+        const sameLine = Math.abs(first.top - second.top) < 4;
+        if (sameLine && first.left < second.right && second.left < first.right) clashes.push(a + ' / ' + b);
+    }));
+}
+return clashes;
+"""
+NARROW_CHARTS = [  # views that put charts side by side or in a column beside the controls
+    ("", 2),
+    ("view=steps", 4),
+    ("view=experiments&experiment=whatif", 4),
+    ("view=experiments&experiment=stats", 2),
+    ("view=experiments&experiment=internals", 10),
+    ("view=attribution", 3),
+    ("presenter=true", 3),
+    ("presenter=true&view=experiments&experiment=stats", 1),
+]
+
+
+def test_chart_titles_fit_their_charts_at_1280x800(server):
+    """Titles are never cut off: each chart's title ends inside the chart and panel titles neither leave their chart
+    nor run into each other, in every view that narrows charts."""
+    with chromium(Path(tempfile.mkdtemp(prefix="chromium-profile-")), width=1280, height=800) as driver:
+        for query, charts_drawn in NARROW_CHARTS:
+            driver.get(f"{server}/?{query}")
+            wait_until(
+                driver,
+                lambda d, n=charts_drawn: len(d.execute_script(TITLE_FITS)) >= n,
+                f"{query}: its charts never drew",
+            )
+            time.sleep(1)  # the last charts settle their widths
+            measured = driver.execute_script(TITLE_FITS)
+            assert [(query, title) for title, right, width in measured if right > width] == []
+            assert driver.execute_script(PANEL_TITLE_CLASHES) == [], query
+            assert console_errors(driver) == []
+
+
+def driver_sentence(driver) -> str | None:
+    """The sentence box's text, or None while the page shows no box (or is replacing it)."""
+    from selenium.common.exceptions import StaleElementReferenceException
+    from selenium.webdriver.common.by import By
+
+    boxes = driver.find_elements(By.CSS_SELECTOR, "input[aria-label='Source sentence']")
+    try:
+        return boxes[0].get_attribute("value") if boxes else None
+    except StaleElementReferenceException:
+        return None
+
+
+def shown_sentence(driver) -> str:
+    """The sentence box's text, waiting for the box: a drawn chart or head view does not mean the box is there.
+
+    CI once read no box at all right after the head view drew (a run replacing the page's elements).
+    """
+
+    def read(page) -> list[str] | None:
+        sentence = driver_sentence(page)
+        return None if sentence is None else [sentence]  # in a list, so that an empty sentence counts as read
+
+    return wait_until(driver, read, "the page shows no sentence box")[0]
+
+
+@pytest.mark.parametrize(
+    ("view", "kind"), [("Decoder self-attention", "decoder"), ("Cross-attention", "cross"), ("Positional encoding", "")]
+)
+def test_views_draw_without_console_errors_or_outside_requests(server, driver, translator, view, kind):
+    load_page(driver, server)
+    click_button(driver, view)
+    # the page opened on cross-attention's readable head; its layer and head stay when the view changes
+    examples = card_examples(translator.card)
+    layer, head = readable_cross_head(batch_head_statistics(translator, examples, beam_size=1))
+    expected_title = head_title(kind, layer, head) if kind else "Positional encoding added"
+    wait_until(driver, lambda d: chart(d, expected_title), f"{view} view never drew")
+    displays = (
+        {"All heads": view, "Head view": f"{head_title(kind, layer)} – all heads", "Aggregates": f"{view}: aggregates"}
+        if kind
+        else {}
+    )
+    for display, title in displays.items():
+        click_button(driver, display)
+        wait_until(driver, lambda d, t=title: t in drawn_titles(d), f"{display} never drew")
+    assert console_errors(driver) == []
+    resources = driver.execute_script("return performance.getEntriesByType('resource').map(e => e.name)")
+    outside = [name for name in resources if not name.startswith((server, "data:", "blob:"))]
+    assert outside == [], "the page fetched something from outside the local server"
+
+
+# --- a classroom: many pages at once on one server, then a server restart ---
+
+CLASSROOM = [  # one sentence per page, all from the toy tokenizer's words (tests.helpers.WORDS)
+    f"{det} {color} {noun} {verb} {prep} the {place}."
+    for det, color, noun, verb, prep, place in [
+        ("a", "blue", "man", "rides", "on", "street"),
+        ("the", "red", "woman", "walks", "in", "park"),
+        ("two", "green", "dog", "plays", "in", "snow"),
+        ("three", "old", "cat", "sits", "at", "water"),
+        ("a", "young", "child", "runs", "with", "ball"),
+        ("the", "blue", "girl", "rides", "in", "snow"),
+    ]
+]
+
+
+RELOADED = 4  # pages that reload their URL after the server restarts
+POLL_S = 2.0  # six pages polled at once: every check costs the browsers CPU time too
+
+
+def edit_sentence(driver, sentence: str) -> None:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    box = driver.find_element(By.CSS_SELECTOR, "input[aria-label='Source sentence']")
+    box.send_keys(Keys.CONTROL, "a")
+    box.send_keys(sentence)
+    box.send_keys(Keys.ENTER)
+
+
+# One round trip for everything a classroom page is checked on: six pages poll at once on two cores.
+READ_PAGE = """
+const box = document.querySelector("input[aria-label='Source sentence']");
+const heading = document.querySelector("[data-testid='stMarkdownContainer'] h3");
+const step = Array.from(document.querySelectorAll('p > strong'))
+    .find(strong => strong.innerText.trim().startsWith('Step '));
+const cross = Array.from(document.querySelectorAll('.js-plotly-plot'))
+    .find(gd => ((gd.layout.title && gd.layout.title.text) || '').includes(': cross-attention, layer '));
+return {
+    sentence: box ? box.value : null,
+    translation: heading ? heading.innerText.trim() : null,
+    step: step ? step.parentElement.innerText : '',
+    source: cross ? cross.layout.xaxis.ticktext : null,
+};
+"""
+
+
+def shows(driver, sentence: str, expected: Trace, step: int) -> bool:
+    """The page holds this sentence, its translation, its source tokens and this decoding step."""
+    page = driver.execute_script(READ_PAGE)
+    return (
+        page["sentence"] == sentence
+        and page["translation"] == expected.translation
+        and page["source"] == display_labels(expected.source_pieces)
+        and page["step"].startswith(f"Step {step + 1} of {expected.n_steps}.")
+    )
+
+
+def in_parallel(function, *argument_lists) -> list:
+    """Run ``function`` once per page, each in its own thread; re-raise the first failure."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(len(argument_lists[0])) as pool:
+        return list(pool.map(function, *argument_lists))
+
+
+def test_classroom_of_six_pages_then_a_server_restart(browser_ready, tiny_checkpoint, translator, tmp_path):
+    """Six pages edit and step at once, each sees only its own work; after a restart their URLs bring it back."""
+    from contextlib import ExitStack
+
+    from selenium.webdriver.common.by import By
+
+    expected = [translator.trace(sentence, beam_size=1) for sentence in CLASSROOM]  # the page's defaults
+    steps = [min(1 + index % 2, trace.n_steps - 1) for index, trace in enumerate(expected)]
+    assert len({tuple(trace.source_pieces) for trace in expected}) == len(CLASSROOM)  # every page tells apart
+    port = free_port()
+    started = time.monotonic()
+
+    def edit_and_step(driver, sentence: str, trace: Trace, step: int) -> str:
+        # A blank sentence in the URL: the page opens with its "type a sentence" message and draws nothing yet.
+        driver.get(f"http://127.0.0.1:{port}/?sentence=%20")
+        wait_until(
+            driver,
+            lambda d: "Type a sentence" in d.find_element(By.TAG_NAME, "body").text and driver_sentence(d) == " ",
+            "the blank page never appeared",
+            POLL_S,
+        )
+        edit_sentence(driver, sentence)
+        wait_until(
+            driver,
+            lambda d: d.execute_script(READ_PAGE)["translation"] == trace.translation,
+            f"{sentence!r} was never translated",
+            POLL_S,
+        )
+        click_button(driver, "Decoding steps")
+        wait_until(driver, lambda d: shows(d, sentence, trace, 0), f"{sentence!r}: the steps never showed", POLL_S)
+        for reached in range(1, step + 1):
+            click_button(driver, "Next")
+            wait_until(
+                driver, lambda d, s=reached: shows(d, sentence, trace, s), f"{sentence!r}: no step {reached}", POLL_S
+            )
+        wait_until(driver, lambda d: f"step={step}" in d.current_url, "the step never reached the URL", POLL_S)
+        return driver.current_url
+
+    def still_shows(driver, sentence: str, trace: Trace, step: int) -> list[dict]:
+        assert shows(driver, sentence, trace, step), f"{sentence!r}: the page changed while the others worked"
+        return console_errors(driver)
+
+    def reload(driver, page_url: str, sentence: str, trace: Trace, step: int) -> list[dict]:
+        console_errors(driver)  # drop what was logged while the server was down (the lost connection)
+        driver.get(page_url)
+        wait_until(driver, lambda d: shows(d, sentence, trace, step), f"{page_url} did not restore its state", POLL_S)
+        return console_errors(driver)
+
+    with ExitStack() as browsers:
+        # A small window: six software-rendered pages share two cores with the server.
+        drivers = in_parallel(
+            lambda index: browsers.enter_context(chromium(tmp_path / f"profile-{index}", 1000, 900)),
+            range(len(CLASSROOM)),
+        )
+        with streamlit_server(tiny_checkpoint.parent, tmp_path, port):
+            urls = in_parallel(edit_and_step, drivers, CLASSROOM, expected, steps)
+            print(f"classroom: {len(drivers)} pages edited and stepped after {time.monotonic() - started:.0f} s")
+            # Only now that every page is done: nothing one session did showed up on another.
+            errors = in_parallel(still_shows, drivers, CLASSROOM, expected, steps)
+        assert errors == [[]] * len(CLASSROOM)
+        assert all("sentence=" in page_url for page_url in urls)
+        with streamlit_server(tiny_checkpoint.parent, tmp_path, port):
+            kept = slice(0, RELOADED)  # pages with one step and with two
+            errors = in_parallel(reload, drivers[kept], urls[kept], CLASSROOM[kept], expected[kept], steps[kept])
+            print(f"classroom: {RELOADED} pages restored after {time.monotonic() - started:.0f} s")
+        assert errors == [[]] * RELOADED
+
+
+# Sets the sentence box the way typing does (React's value setter, an input event, then blur), so that
+# characters chromedriver cannot type (outside the BMP, NUL, lone surrogates) still reach the page.
+SET_SENTENCE = """
+const box = document.querySelector("input[aria-label='Source sentence']");
+box.focus();
+const text = String.fromCharCode(...arguments[0]);  // UTF-16 code units: NUL and lone surrogates survive
+Object.getOwnPropertyDescriptor(HTMLInputElement.prototype, 'value').set.call(box, text);
+box.dispatchEvent(new Event('input', {bubbles: true}));
+box.blur();  // Streamlit commits a text input on blur (as on Enter)
+"""
+# The rerun has finished and the page shows a translation or the message asking for a sentence.
+PAGE_SETTLED = """
+const running = document.querySelector("[data-testid='stStatusWidget']");
+const heading = document.querySelector("[data-testid='stMarkdownContainer'] h3");
+return !running && (heading !== null || document.body.innerText.includes('Type a sentence'));
+"""
+# Anything from the hostile inputs that a browser would have turned into live markup.
+READ_INJECTED = """
+return {
+    images: document.querySelectorAll("img[src='x']").length,
+    scripts: Array.from(document.scripts).filter(s => s.text.includes('alert')).length,
+    bold: Array.from(document.querySelectorAll('b')).filter(b => b.innerText === 'bold').length,
+    headings: Array.from(document.querySelectorAll('h1')).filter(h => h.innerText.trim() === 'Title').length,
+    page: document.body.innerText,
+};
+"""
+
+
+def test_bad_inputs_in_a_real_page_render_as_text(server, driver):
+    """Every entry of tests.helpers.BAD_INPUTS typed into the page: its translation or a message, never markup."""
+    load_page(driver, server)
+    for name, text in BAD_INPUTS.items():
+        units = text.encode("utf-16-le", "surrogatepass")
+        driver.execute_script(
+            SET_SENTENCE, [int.from_bytes(units[i : i + 2], "little") for i in range(0, len(units), 2)]
+        )
+        time.sleep(1)  # let the rerun start before waiting for it to end
+        wait_until(driver, lambda d: d.execute_script(PAGE_SETTLED), f"{name}: no translation or message")
+        injected = driver.execute_script(READ_INJECTED)
+        assert (injected["images"], injected["scripts"], injected["bold"], injected["headings"]) == (0, 0, 0, 0), name
+    assert console_errors(driver) == []
+
+
+# Where the first chart's plotting area lies in the viewport, and the page's first viewport size: the first drawn
+# chart in page order, read once a cross-attention chart has drawn (under load a chart further down, the token
+# probabilities, can draw before the first one, which is then not yet a plotly plot).
+FIRST_CHART_BOX = """
+const drawn = Array.from(document.querySelectorAll('.js-plotly-plot')).filter(gd => gd.querySelector('.nsewdrag'));
+const title = gd => (gd.layout.title && gd.layout.title.text) || '';
+const heading = document.querySelector("[data-testid='stMarkdownContainer'] h3");
+if (!heading || !drawn.some(gd => title(gd).includes('cross-attention'))) return null;
+const gd = drawn[0];
+const box = gd.querySelector('.nsewdrag').getBoundingClientRect();
+return {title: title(gd), top: box.top, bottom: box.bottom, rows: gd.layout.yaxis.ticktext,
+        columns: gd.layout.xaxis.ticktext, translation_bottom: heading.getBoundingClientRect().bottom,
+        labels_bottom: gd.querySelector('.xaxislayer-above').getBoundingClientRect().bottom,
+        viewport: [window.innerWidth, window.innerHeight]};
+"""
+
+
+PRESENTER_TOP = """
+const header = document.querySelector("[data-testid='stHeader']").getBoundingClientRect();
+const slide = document.querySelector("[data-testid='stMain'] [data-testid='stMarkdownContainer']");
+const sidebar = document.querySelector("[data-testid='stSidebar']");
+const box = sidebar.querySelector("input[aria-label='Source sentence']");
+return [header.bottom, slide.getBoundingClientRect().top, slide.innerText, box && box.value];
+"""
+
+
+def test_first_screen_at_1280x800_shows_the_translation_and_cross_attention_and_enter_translates(
+    browser_ready, tmp_path_factory
+):
+    """The shipped default checkpoint, as a class first sees it: no scrolling, true labels, Enter."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    shipped = REPO / "checkpoints" / "multi30k-en-de"
+    if not (shipped / "model.safetensors").exists():
+        pytest.skip("checkpoints/multi30k-en-de is not shipped")
+    translator = load_checkpoint(shipped, device="cpu")
+    folder = tmp_path_factory.mktemp("first-screen")
+    (folder / "multi30k-en-de").symlink_to(shipped)
+    with (
+        streamlit_server(folder, tmp_path_factory.mktemp("streamlit-log")) as url,
+        chromium(Path(tempfile.mkdtemp(prefix="chromium-profile-")), width=1280, height=800) as driver,
+    ):
+        driver.execute_cdp_cmd(
+            "Emulation.setDeviceMetricsOverride",
+            {"width": 1280, "height": 800, "deviceScaleFactor": 1, "mobile": False},
+        )
+        driver.get(url)
+        box = wait_until(driver, lambda d: d.execute_script(FIRST_CHART_BOX), "no cross-attention chart ever drew")
+        expected = translator.trace(shown_sentence(driver), beam_size=1)
+        assert box["viewport"] == [1280, 800]
+        assert box["title"].startswith("Decoder layer") and "cross-attention" in box["title"]
+        assert 0 < box["translation_bottom"] < box["top"] < box["bottom"] <= 800  # all of it, without scrolling
+        assert box["rows"] == display_labels(expected.target_pieces[1:])  # first output piece first, </s> last
+        assert box["rows"][-1] == display_labels(["</s>"])[0]
+        assert box["columns"] == display_labels(expected.source_pieces)
+        new_sentence = "Two dogs are playing in the snow."
+        field = driver.find_element(By.CSS_SELECTOR, "input[aria-label='Source sentence']")
+        field.send_keys(Keys.CONTROL, "a")
+        field.send_keys(new_sentence, Keys.ENTER)  # plain Enter: no Ctrl, no button
+        second = translator.trace(new_sentence, beam_size=1)
+        wait_until(
+            driver,
+            lambda d: (d.execute_script(FIRST_CHART_BOX) or {}).get("columns") == display_labels(second.source_pieces),
+            "Enter did not translate the new sentence",
+        )
+        assert translation_text(driver) == second.translation
+        assert console_errors(driver) == []
+        # presenter mode opens the lesson on the decoding steps: the step's cross-attention is on the first screen
+        driver.get(f"{url}/?presenter=true")
+        wait_until(driver, lambda d: step_text(d).startswith("Step 1 of"), "presenter mode did not start at step 1")
+        box = wait_until(driver, lambda d: d.execute_script(FIRST_CHART_BOX), "the step's chart never drew")
+        assert box["title"].startswith("Step 1: cross-attention")
+        assert box["translation_bottom"] < box["top"] < box["bottom"] <= 800  # every head's row in view
+        assert box["bottom"] < box["labels_bottom"] <= 800  # and the source pieces under them
+        header_bottom, slide_top, slide_first_line, sidebar_sentence = driver.execute_script(PRESENTER_TOP)
+        assert header_bottom <= slide_top  # nothing of the slide under Streamlit's header
+        assert sidebar_sentence and slide_first_line.startswith(f"“{sidebar_sentence}” →")  # the source on the slide
+        assert console_errors(driver) == []

@@ -1,0 +1,1 @@
+"""Tests of model/: the network, capture, decoding, analyses, checkpoints, interop, training, the command lines."""

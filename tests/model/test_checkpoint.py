@@ -1,0 +1,248 @@
+"""Checkpoint folders: identical outputs after a round trip, clear refusals of bad files, training snapshots."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+import torch
+
+from model import Transformer, load_checkpoint
+from model.checkpoint import (
+    INITIAL_WEIGHTS,
+    CheckpointError,
+    find_snapshots,
+    initial_model,
+    read_card,
+    resolve_device,
+    save_checkpoint,
+    write_card,
+)
+from model.tokenizer import Tokenizer, word_index
+from tests.helpers import DEFAULT_CHECKPOINT, small_config
+
+
+@pytest.fixture
+def checkpoint_copy(tiny_checkpoint, tmp_path):
+    folder = tmp_path / "copy"
+    shutil.copytree(tiny_checkpoint, folder)
+    return folder
+
+
+def test_save_and_load_give_identical_outputs(tmp_path, toy_tokenizer):
+    torch.manual_seed(0)
+    vocab = toy_tokenizer.vocab_size("source")
+    model = Transformer(small_config(vocab, final_norm=True)).eval()
+    save_checkpoint(tmp_path / "m", model, toy_tokenizer, {"note": "test"})
+    loaded = load_checkpoint(tmp_path / "m", device="cpu")
+    src, tgt = torch.randint(4, vocab, (2, 6)), torch.randint(4, vocab, (2, 5))
+    with torch.inference_mode():
+        assert torch.equal(loaded.model(src, tgt), model(src, tgt))
+    assert loaded.card["note"] == "test" and loaded.card["parameters"] == model.num_parameters()
+    assert loaded.config == model.config
+
+
+def test_half_precision_checkpoint_is_smaller_and_close(tmp_path, toy_tokenizer):
+    torch.manual_seed(0)
+    model = Transformer(small_config(toy_tokenizer.vocab_size("source"))).eval()
+    save_checkpoint(tmp_path / "full", model, toy_tokenizer)
+    save_checkpoint(tmp_path / "half", model, toy_tokenizer, half=True)
+    full, half = (
+        (tmp_path / "full/model.safetensors").stat().st_size,
+        (tmp_path / "half/model.safetensors").stat().st_size,
+    )
+    assert half < 0.6 * full
+    loaded = load_checkpoint(tmp_path / "half", device="cpu").model
+    for (name, a), b in zip(model.state_dict().items(), loaded.state_dict().values(), strict=True):
+        assert b.dtype == torch.float32 and torch.allclose(a, b, atol=1e-2, rtol=1e-3), name
+
+
+def test_an_untrained_model_is_stored_as_its_seed_and_rebuilt_exactly(tmp_path, toy_tokenizer):
+    config = small_config(toy_tokenizer.vocab_size("source"), final_norm=True)
+    untrained = initial_model(config, seed=7).eval()
+    save_checkpoint(tmp_path / "seeded", untrained, toy_tokenizer, {"snapshot": "untrained"}, half=True, initial_seed=7)
+    assert not (tmp_path / "seeded" / "model.safetensors").exists()
+    assert read_card(tmp_path / "seeded")[INITIAL_WEIGHTS]["seed"] == 7
+    save_checkpoint(tmp_path / "stored", untrained, toy_tokenizer, half=True)  # the same model, weights written
+    torch.manual_seed(0)  # rebuilding leaves the caller's random state alone
+    before = torch.rand(3)
+    torch.manual_seed(0)
+    seeded = load_checkpoint(tmp_path / "seeded", device="cpu").model
+    assert torch.equal(torch.rand(3), before)
+    stored = load_checkpoint(tmp_path / "stored", device="cpu").model
+    for (name, a), b in zip(stored.state_dict().items(), seeded.state_dict().values(), strict=True):
+        assert torch.equal(a, b), name
+
+
+def test_a_model_its_seed_does_not_make_keeps_its_weights(tmp_path, toy_tokenizer):
+    config = small_config(toy_tokenizer.vocab_size("source"))
+    trained = initial_model(config, seed=7)
+    with torch.no_grad():
+        next(trained.parameters()).add_(0.5)  # one update's worth of change
+    save_checkpoint(tmp_path / "m", trained, toy_tokenizer, {INITIAL_WEIGHTS: {"seed": 7}}, half=True, initial_seed=7)
+    assert (tmp_path / "m" / "model.safetensors").is_file() and INITIAL_WEIGHTS not in read_card(tmp_path / "m")
+
+
+def test_a_seed_that_rebuilds_other_weights_is_refused(tmp_path, toy_tokenizer):
+    untrained = initial_model(small_config(toy_tokenizer.vocab_size("source")), seed=7)
+    folder = save_checkpoint(tmp_path / "m", untrained, toy_tokenizer, half=True, initial_seed=7)
+    card = read_card(folder)
+    card[INITIAL_WEIGHTS]["seed"] = 8  # as a PyTorch that initialises differently would rebuild it
+    write_card(folder, card)
+    with pytest.raises(CheckpointError, match=r"card\.json: initial_weights: seed 8 gives other weights"):
+        load_checkpoint(folder)
+    card[INITIAL_WEIGHTS] = {"seed": "8"}
+    write_card(folder, card)
+    with pytest.raises(CheckpointError, match="needs an integer seed"):
+        load_checkpoint(folder)
+
+
+def test_pickled_weights_are_refused_with_conversion_hint(checkpoint_copy):
+    (checkpoint_copy / "model.safetensors").unlink()
+    torch.save({"weights": torch.zeros(1)}, checkpoint_copy / "pytorch_model.bin")
+    with pytest.raises(CheckpointError, match=r"pytorch_model\.bin.*python -m model\.interop\.convert"):
+        load_checkpoint(checkpoint_copy)
+    with pytest.raises(CheckpointError, match="never loaded"):
+        load_checkpoint(checkpoint_copy / "pytorch_model.bin")
+
+
+def test_truncated_weights_name_the_file(checkpoint_copy):
+    weights = checkpoint_copy / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:200])
+    with pytest.raises(CheckpointError, match=r"model\.safetensors: corrupt or truncated"):
+        load_checkpoint(checkpoint_copy)
+
+
+def test_wrong_shapes_name_the_file(checkpoint_copy):
+    config = json.loads((checkpoint_copy / "config.json").read_text())
+    config["d_ff"] = 128
+    (checkpoint_copy / "config.json").write_text(json.dumps(config))
+    with pytest.raises(CheckpointError, match=r"model\.safetensors: weights do not match config\.json"):
+        load_checkpoint(checkpoint_copy)
+
+
+def test_vocabulary_mismatch_names_the_tokenizer(checkpoint_copy):
+    config = json.loads((checkpoint_copy / "config.json").read_text())
+    config["src_vocab_size"] = config["tgt_vocab_size"] = 90
+    (checkpoint_copy / "config.json").write_text(json.dumps(config))
+    with pytest.raises(
+        CheckpointError, match=r"tokenizer\.model: source vocabulary has 80 pieces but config\.json says 90"
+    ):
+        load_checkpoint(checkpoint_copy)
+
+
+@pytest.mark.parametrize("content,message", [("{not json", "not valid JSON"), ('{"d_model": 3}', "config.json")])
+def test_bad_config_names_the_file(checkpoint_copy, content, message):
+    (checkpoint_copy / "config.json").write_text(content)
+    with pytest.raises(CheckpointError, match=message):
+        load_checkpoint(checkpoint_copy)
+
+
+def test_missing_files_are_named(checkpoint_copy):
+    (checkpoint_copy / "tokenizer.model").unlink()
+    with pytest.raises(CheckpointError, match="tokenizer.model"):
+        load_checkpoint(checkpoint_copy)
+    with pytest.raises(CheckpointError, match="not a checkpoint folder"):
+        load_checkpoint(checkpoint_copy / "nowhere")
+
+
+def test_corrupt_tokenizer_is_named(checkpoint_copy):
+    (checkpoint_copy / "tokenizer.model").write_bytes(b"garbage")
+    with pytest.raises(CheckpointError, match=r"tokenizer\.model: not a valid SentencePiece model"):
+        load_checkpoint(checkpoint_copy)
+
+
+def test_device_resolution_falls_back_with_a_notice():
+    device, notices = resolve_device("auto")
+    assert device.type in ("cpu", "cuda", "mps")
+    if not torch.cuda.is_available():
+        device, notices = resolve_device("cuda")
+        assert device.type == "cpu" and "CUDA" in notices[0]
+    with pytest.raises(ValueError, match="unknown device"):
+        resolve_device("tpu")
+
+
+def test_tokenizer_ids_pieces_and_words(toy_tokenizer, tmp_path):
+    ids = toy_tokenizer.encode("a man rides a bike.")
+    pieces = toy_tokenizer.pieces(ids)
+    assert toy_tokenizer.decode(ids, "source") == "a man rides a bike."
+    assert "".join(pieces).replace("\u2581", " ").strip() == "a man rides a bike."
+    assert toy_tokenizer.special_ids() == {
+        "pad_id": toy_tokenizer.source.pad_id(),
+        "unk_id": toy_tokenizer.source.unk_id(),
+        "bos_id": toy_tokenizer.source.bos_id(),
+        "eos_id": toy_tokenizer.source.eos_id(),
+    }
+    assert word_index(["<s>", "\u2581a", "\u2581bi", "ke", ".", "</s>"]) == [0, 1, 2, 2, 2, 3]
+    toy_tokenizer.save(tmp_path)
+    assert Tokenizer.load(tmp_path).encode("a man") == toy_tokenizer.encode("a man")
+
+
+def test_averaging_checkpoints_writes_the_mean_of_their_weights(tmp_path, toy_tokenizer, capsys):
+    from model.analysis.domain import SOURCE_WORDS_FILE
+    from model.training import average
+
+    folders = []
+    for seed in (1, 2):
+        torch.manual_seed(seed)
+        model = Transformer(small_config(toy_tokenizer.vocab_size("source"), share_embeddings=True, tie_output=True))
+        runs = [{"command": "run 1", "epochs": 3, "wall_time_s": 60.0}]
+        runs += [{"command": "run 2", "epochs": 2, "wall_time_s": 30.5}] if seed == 2 else []
+        card = {"source_language": "en", "scores": {"val": {"bleu": 1.0}}, "history": runs}  # 2 continues 1
+        folder = save_checkpoint(tmp_path / f"run{seed}", model.eval(), toy_tokenizer, card)
+        (folder / SOURCE_WORDS_FILE).write_text('{"sentences": 1, "counts": {"a": 1}}\n')
+        folders.append(folder)
+    out = average.main([str(folders[0]), str(folders[1]), "--out", str(tmp_path / "mean")])
+
+    weights = [load_checkpoint(folder, device="cpu").model.state_dict() for folder in (*folders, out)]
+    for name, value in weights[2].items():  # stored in fp16
+        torch.testing.assert_close(value, (weights[0][name] + weights[1][name]) / 2, atol=2e-3, rtol=1e-3)
+    card = json.loads((out / "card.json").read_text())
+    assert "scores" not in card  # the first checkpoint's scores are not the mean's
+    assert [run["command"] for run in card["history"][:2]] == ["run 1", "run 2"]
+    assert card["train_command"].startswith("run 1 ; then run 2 ; then python -m model.training.average")
+    assert card["wall_time_s"] == 90.5
+    assert card["history"][2]["averaged_from"] == [str(folder) for folder in folders] and len(card["history"]) == 3
+    assert (out / SOURCE_WORDS_FILE).read_text() == (folders[0] / SOURCE_WORDS_FILE).read_text()
+
+    torch.manual_seed(3)
+    wider = Transformer(small_config(toy_tokenizer.vocab_size("source"), d_model=64, share_embeddings=True))
+    other = save_checkpoint(tmp_path / "wider", wider, toy_tokenizer, {})
+    for argv, message in (
+        ([str(folders[0]), str(other), "--out", str(tmp_path / "x")], "config.json differs"),
+        ([str(folders[0]), str(folders[1]), "--out", str(out)], "already exists"),
+        ([str(folders[0]), "--out", str(tmp_path / "y")], "at least two"),
+    ):
+        with pytest.raises(SystemExit) as exit_info:
+            average.main(argv)
+        assert exit_info.value.code == 2 and message in capsys.readouterr().err
+
+
+# --- training snapshots (the classroom_checkpoints fixture: tests/conftest.py) ---
+
+
+def test_find_snapshots_orders_the_stages_and_ends_with_the_checkpoint(classroom_checkpoints, tmp_path):
+    folder = classroom_checkpoints / "tiny-en-de"
+    assert find_snapshots(folder) == {
+        "untrained": folder / "snapshots" / "untrained",
+        "early": folder / "snapshots" / "early",
+        "final": folder,
+    }
+    assert find_snapshots(classroom_checkpoints / "toy-plain-en-de") == {
+        "final": classroom_checkpoints / "toy-plain-en-de"
+    }
+    odd = tmp_path / "odd"
+    for stage in ("mid", "early", "final", "untrained", "empty"):
+        (odd / "snapshots" / stage).mkdir(parents=True)
+        if stage != "empty":
+            (odd / "snapshots" / stage / "config.json").write_text("{}")
+    assert list(find_snapshots(odd)) == ["untrained", "early", "mid", "final"]
+    assert find_snapshots(odd)["final"] == odd  # not snapshots/final: the checkpoint is the final stage
+
+
+def test_shipped_default_checkpoint_has_its_snapshots():
+    folder = DEFAULT_CHECKPOINT
+    if not (folder / "snapshots").is_dir():
+        pytest.skip("checkpoints/multi30k-en-de has no snapshots here")
+    assert list(find_snapshots(folder)) == ["untrained", "early", "final"]

@@ -1,0 +1,65 @@
+"""Training batches: token-bucketed by padded length, every sentence once, padded as collate says."""
+
+from __future__ import annotations
+
+import random
+
+import torch
+
+from model.training.data import Example, collate, encode_examples, token_batches
+from tests.helpers import small_config, toy_sentences
+
+
+def corpus(count: int, seed: int) -> list[Example]:
+    """Sentence pairs whose target is up to 6 pieces longer or shorter than the source (never under 3)."""
+    rng = random.Random(seed)
+    examples = []
+    for _ in range(count):
+        source = rng.randint(2, 30)
+        target = max(3, source + rng.randint(-6, 6))
+        examples.append(Example(src=[5] * (source - 1) + [3], tgt=[2] + [6] * (target - 2) + [3]))
+    return examples
+
+
+def padded_length(example: Example) -> int:
+    return max(len(example.src), len(example.tgt))
+
+
+def test_batches_hold_every_sentence_once_within_the_token_budget_and_run_by_padded_length():
+    examples = corpus(2000, seed=3)
+    batches = token_batches(examples, max_tokens=300, seed=7)
+    assert sorted(i for batch in batches for i in batch) == list(range(len(examples)))
+    for batch in batches:
+        assert max(padded_length(examples[i]) for i in batch) * len(batch) <= 300
+    # sorted by padded length before cutting: in that order, no batch reaches below the one before it
+    spans = sorted(
+        (min(padded_length(examples[i]) for i in b), max(padded_length(examples[i]) for i in b)) for b in batches
+    )
+    assert all(high <= next_low for (_, high), (next_low, _) in zip(spans, spans[1:], strict=False))
+    assert token_batches(examples, 300, seed=7) == batches
+    assert token_batches(examples, 300, seed=8) != batches  # another epoch's seed: another order
+
+
+def test_collate_pads_sources_and_targets_to_their_own_longest():
+    examples = [Example(src=[7, 8, 3], tgt=[2, 9, 3]), Example(src=[7, 3], tgt=[2, 9, 9, 9, 3])]
+    src, tgt = collate(examples, pad_id=0)
+    assert torch.equal(src, torch.tensor([[7, 8, 3], [7, 3, 0]]))
+    assert torch.equal(tgt, torch.tensor([[2, 9, 3, 0, 0], [2, 9, 9, 9, 3]]))
+    assert src.dtype == tgt.dtype == torch.long
+
+
+def test_subword_sampling_draws_other_segmentations_of_the_same_text(toy_tokenizer):
+    """BPE-dropout (--subword-sampling): each draw splits some words into smaller pieces, two draws differ, every
+    draw decodes back to the sentence, and 0 keeps the best segmentation."""
+    pairs = [(sentence, sentence) for sentence in toy_sentences(200, seed=5)]
+    config = small_config(toy_tokenizer.vocab_size("source"))
+    best = encode_examples(pairs, toy_tokenizer, config)
+    assert best == encode_examples(pairs, toy_tokenizer, config, sampling=0.0)
+
+    first, second = (encode_examples(pairs, toy_tokenizer, config, sampling=0.3) for _ in range(2))
+    assert first != second
+    assert sum(len(e.src) for e in first) > 1.1 * sum(len(e.src) for e in best)  # fewer merges: more pieces
+    assert [e.src for e in first] != [e.tgt[1:] for e in first]  # source and target sides drawn apiece
+    for (source, _), example in zip(pairs, first, strict=True):
+        assert toy_tokenizer.decode(example.src, "source") == source
+        assert toy_tokenizer.decode(example.tgt, "target") == source

@@ -1,0 +1,197 @@
+"""Key/value-cached decoding, greedy and beam search, traces, and thread-safe capture."""
+
+from __future__ import annotations
+
+import itertools
+import threading
+
+import numpy as np
+import pytest
+import torch
+
+from model import Transformer, capture_attention, load_checkpoint
+from model.decoding import beam_search, greedy_decode, length_penalty, next_token_log_probs
+from model.trace import Trace
+from tests.helpers import small_config
+
+
+@pytest.fixture(scope="module")
+def model() -> Transformer:
+    torch.manual_seed(0)
+    return Transformer(small_config(40)).eval()
+
+
+def test_cached_incremental_decoding_equals_full_prefix(model):
+    src = torch.randint(4, 40, (2, 8))
+    src[1, 6:] = 0
+    tgt = torch.randint(4, 40, (2, 9))
+    with torch.inference_mode():
+        memory, src_allowed = model.encode(src)
+        full = model.decode(tgt, memory, src_allowed)
+        cache = model.new_cache()
+        first = model.decode(tgt[:, :3], memory, src_allowed, cache=cache)  # a prefix chunk, then single tokens
+        steps = [first] + [
+            model.decode(tgt[:, t : t + 1], memory, src_allowed, cache=cache, start=t) for t in range(3, 9)
+        ]
+    assert torch.allclose(torch.cat(steps, dim=1), full, atol=1e-5)
+    assert cache[0]["self"]["k"].shape == (2, 4, 9, 8)
+    assert cache[0]["cross"]["k"].shape == (2, 4, 8, 8)  # computed once from the source
+
+
+def test_beam_size_one_equals_greedy(model):
+    src = torch.randint(4, 40, (5, 7))
+    src[2, 5:] = 0
+    greedy = greedy_decode(model, src, max_len=12)
+    beams = beam_search(model, src, beam_size=1, max_len=12, alpha=0.0)
+    assert [hyps[0].tokens for hyps in beams] == greedy
+
+
+def exhaustive_best(model: Transformer, src: torch.Tensor, max_len: int, alpha: float) -> tuple[list[int], float]:
+    """Score every sequence (ending in EOS, or cut at max_len) the way beam search scores them."""
+    config = model.config
+    allowed = [t for t in range(config.tgt_vocab_size) if t not in (config.pad_id, config.bos_id)]
+    best: tuple[list[int], float] = ([], float("-inf"))
+    with torch.inference_mode():
+        for length in range(1, max_len + 1):
+            sequences = [
+                s
+                for s in itertools.product(allowed, repeat=length)
+                if config.eos_id not in s[:-1] and (length == max_len or s[-1] == config.eos_id)
+            ]
+            tgt = torch.tensor([[config.bos_id, *s] for s in sequences])  # all candidates in one batch
+            log_probs = next_token_log_probs(model, model(src.expand(len(sequences), -1), tgt[:, :-1]))
+            totals = log_probs.gather(2, tgt[:, 1:, None])[..., 0].sum(dim=1) / length_penalty(length, alpha)
+            index = int(totals.argmax())
+            if float(totals[index]) > best[1]:
+                best = (list(sequences[index]), float(totals[index]))
+    return best
+
+
+@pytest.mark.parametrize("alpha", [0.0, 0.6, 1.0])
+def test_wide_beam_finds_the_exhaustive_optimum(alpha):
+    torch.manual_seed(3)
+    tiny = Transformer(small_config(7, d_model=16, n_heads=2, n_encoder_layers=1, n_decoder_layers=1, d_ff=16)).eval()
+    for seed in range(3):
+        src = torch.randint(4, 7, (1, 4), generator=torch.Generator().manual_seed(seed))
+        expected_tokens, expected_score = exhaustive_best(tiny, src, max_len=4, alpha=alpha)
+        best = beam_search(tiny, src, beam_size=200, max_len=4, alpha=alpha)[0][0]
+        assert best.tokens == expected_tokens
+        assert best.score == pytest.approx(expected_score, abs=1e-5)
+
+
+def test_beam_hypotheses_are_sorted_and_end_in_eos_or_max_len(model):
+    src = torch.randint(4, 40, (3, 6))
+    for hyps in beam_search(model, src, beam_size=4, max_len=10):
+        assert [h.score for h in hyps] == sorted((h.score for h in hyps), reverse=True)
+        for h in hyps:
+            assert h.tokens[-1] == model.config.eos_id or len(h.tokens) == 10
+            assert model.config.eos_id not in h.tokens[:-1]
+
+
+def test_prefix_is_kept_and_continued(model):
+    src = torch.randint(4, 40, (1, 6))
+    prefix = [7, 9, 11]
+    for output in (
+        greedy_decode(model, src, max_len=8, prefix=prefix)[0],
+        beam_search(model, src, 3, 8, prefix=prefix)[0][0].tokens,
+    ):
+        assert output[:3] == prefix and len(output) > 3
+
+
+def test_trace_rows_equal_incremental_decoding_steps(tiny_checkpoint):
+    translator = load_checkpoint(tiny_checkpoint, device="cpu")
+    trace = translator.trace("a man rides a blue bike.", beam_size=1, top_k=3)
+    model = translator.model
+    src = torch.tensor([trace.source_ids])
+    with torch.inference_mode():
+        memory, src_allowed = model.encode(src)
+        cache = model.new_cache()
+        for step in range(trace.n_steps):
+            token = torch.tensor([[trace.target_ids[step]]])
+            with capture_attention(model) as capture:
+                logits = model.decode(token, memory, src_allowed, cache=cache, start=step)
+            probs = logits[0, -1].softmax(-1)
+            assert trace.topk_probs[step, 0] == pytest.approx(float(probs.max()), abs=1e-5)
+            for name in ("decoder.layers.1.self_attn", "decoder.layers.0.cross_attn"):
+                row = capture.attention[name][0, :, 0].numpy()
+                np.testing.assert_allclose(trace.attention[name][:, step, : row.shape[-1]], row, atol=1e-5)
+    assert trace.target_ids[0] == model.config.bos_id
+    assert trace.step_probs.shape == (trace.n_steps,)
+    assert trace.attention_stack("cross").shape == (2, 4, trace.n_steps, len(trace.source_ids))
+    assert trace.attention_stack("encoder").shape == (2, 4, len(trace.source_ids), len(trace.source_ids))
+
+
+def test_forced_target_trace(tiny_checkpoint):
+    translator = load_checkpoint(tiny_checkpoint, device="cpu")
+    trace = translator.trace("a dog runs.", target="the dog plays in the snow.")
+    assert trace.settings["mode"] == "forced"
+    assert trace.translation == "the dog plays in the snow."
+    assert trace.target_ids[-1] == translator.config.eos_id
+
+
+def test_trace_json_and_npz_round_trip(tiny_checkpoint):
+    trace = load_checkpoint(tiny_checkpoint, device="cpu").trace("two young girls play with a ball.", beam_size=3)
+    for restored in (Trace.from_json(trace.to_json()), Trace.from_npz(trace.to_npz_bytes())):
+        assert restored.target_pieces == trace.target_pieces and restored.settings == trace.settings
+        for name, weights in trace.attention.items():
+            np.testing.assert_allclose(restored.attention[name], weights, rtol=1e-6)
+        np.testing.assert_array_equal(restored.topk_ids, trace.topk_ids)
+
+
+def test_long_input_is_truncated_with_a_flag(tiny_checkpoint):
+    translator = load_checkpoint(tiny_checkpoint, device="cpu")
+    trace = translator.trace("a man " * 200, beam_size=2)
+    assert trace.settings["truncated"]
+    assert len(trace.source_ids) == translator.config.max_len
+    assert len(trace.target_ids) <= translator.config.max_len
+
+
+@pytest.mark.slow  # several threads decoding at once
+def test_threads_sharing_one_model_get_exactly_their_serial_results(tiny_checkpoint):
+    translator = load_checkpoint(tiny_checkpoint, device="cpu")
+    sentences = [
+        f"{w} man rides a {c} bike." for w in ("a", "the", "two", "young") for c in ("red", "blue", "green", "old")
+    ]
+    serial = {s: translator.trace(s, beam_size=2) for s in sentences}
+    failures: list[str] = []
+
+    def worker(sentence: str) -> None:
+        for _ in range(3):
+            trace = translator.trace(sentence, beam_size=2)
+            same = trace.target_ids == serial[sentence].target_ids and all(
+                np.array_equal(trace.attention[n], serial[sentence].attention[n]) for n in trace.attention
+            )
+            if not same:
+                failures.append(sentence)
+
+    threads = [threading.Thread(target=worker, args=(s,)) for s in sentences]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(threads) >= 16 and not failures
+    assert not translator.model.training
+    assert not any(p.requires_grad for p in translator.model.parameters())
+
+
+def test_batched_translation_equals_one_by_one(tiny_checkpoint):
+    """A sentence's output (and its length limit) never depends on the sentences batched with it."""
+    translator = load_checkpoint(tiny_checkpoint, device="cpu")
+    texts = ["a dog.", "two young girls play with a ball in the park near the water.", "the man sits."]
+    for beam in (1, 3):
+        assert translator.translate_batch(texts, beam_size=beam) == [
+            translator.translate(t, beam_size=beam) for t in texts
+        ]
+
+
+@pytest.mark.parametrize("options", [{"beam_size": 1}, {"beam_size": 3}, {"target": "the dog plays."}])
+def test_a_trace_encodes_its_sentence_once(tiny_checkpoint, options):
+    translator = load_checkpoint(tiny_checkpoint, device="cpu")
+    calls = []
+    handle = translator.model.encoder.register_forward_hook(lambda module, inputs, output: calls.append(inputs[0]))
+    try:
+        trace = translator.trace("a man rides a blue bike.", **options)
+    finally:
+        handle.remove()
+    assert len(calls) == 1 and calls[0][0].tolist() == trace.source_ids
+    assert trace.attention_stack("encoder").shape[-1] == len(trace.source_ids)

@@ -1,0 +1,232 @@
+"""MarianMT (OPUS-MT) import: a tiny random Hugging Face model, converted, must compute what Hugging Face computes.
+
+Everything is built offline by the marian fixture (tests/conftest.py): two SentencePiece models trained on
+toy text, a joint vocab.json, a MarianTokenizer and a random MarianMTModel saved with save_pretrained, then
+converted with ``python -m model.import_marian``. transformers is a test-only dependency:
+without it these tests skip with the reason, except in CI (CI=true), where they fail. The imported
+model on the page: tests/explorer/test_marian.py.
+"""
+
+from __future__ import annotations
+
+import json
+import pickle
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from model import capture_attention, load_checkpoint
+from model.checkpoint import CheckpointError
+from model.decoding import greedy_decode
+from model.interop.marian import import_marian
+from model.tokenizer import Tokenizer
+from tests.helpers import REPO, german, run_importer, write_tokenizer_files
+
+SENTENCES = ["a man rides a blue bike.", "two young dogs play in the snow.", ">>de<< the cat sits.", "Zürich ✓ park"]
+
+
+def test_source_ids_equal_marian_tokenizers(marian):
+    _, hf_tokenizer, _, out = marian
+    translator = load_checkpoint(out, device="cpu")
+    for text in SENTENCES:
+        assert translator.source_ids(text).ids == hf_tokenizer(text).input_ids, text
+    assert hf_tokenizer(">>de<< a dog").input_ids[0] == translator.tokenizer.vocab[">>de<<"]
+
+
+def test_logits_and_every_heads_attention_equal_hugging_faces(marian):
+    hf_model, hf_tokenizer, _, out = marian
+    translator = load_checkpoint(out, device="cpu")
+    model = translator.model
+    assert model.config.bos_id is None and model.config.start_id == model.config.pad_id
+    src = torch.tensor([hf_tokenizer(SENTENCES[1]).input_ids])
+    target = hf_tokenizer(text_target=german(SENTENCES[1])).input_ids
+    tgt = torch.tensor([[hf_model.config.decoder_start_token_id, *target[:-1]]])
+    with torch.no_grad():
+        expected = hf_model(input_ids=src, decoder_input_ids=tgt, output_attentions=True)
+    with torch.inference_mode(), capture_attention(model) as capture:
+        logits = model(src, tgt)
+    torch.testing.assert_close(logits, expected.logits, atol=1e-4, rtol=0)
+    with torch.inference_mode():  # the fused path (nothing captured) agrees too
+        torch.testing.assert_close(model(src, tgt), expected.logits, atol=1e-4, rtol=0)
+    kinds = {
+        "encoder.layers.{}.self_attn": expected.encoder_attentions,
+        "decoder.layers.{}.self_attn": expected.decoder_attentions,
+        "decoder.layers.{}.cross_attn": expected.cross_attentions,
+    }
+    for name, layers in kinds.items():
+        for index, attention in enumerate(layers):
+            torch.testing.assert_close(capture.attention[name.format(index)], attention, atol=1e-5, rtol=0)
+    assert len(capture.attention) == 2 + 3 + 3
+
+
+def test_greedy_translations_equal_generate(marian):
+    hf_model, hf_tokenizer, _, out = marian
+    translator = load_checkpoint(out, device="cpu")
+    pad = hf_model.config.pad_token_id
+    for text in SENTENCES:
+        src = torch.tensor([hf_tokenizer(text).input_ids])
+        with torch.no_grad():
+            generated = hf_model.generate(
+                src, num_beams=1, do_sample=False, max_new_tokens=30, bad_words_ids=[[pad]], forced_eos_token_id=None
+            )[0].tolist()
+        ids = greedy_decode(translator.model, src, max_len=30)[0]
+        assert ids == [token for token in generated[1:] if token != pad], text
+        expected = hf_tokenizer.decode(generated, skip_special_tokens=True)
+        assert translator.tokenizer.decode(ids) == expected
+        assert translator.translate(text, beam_size=1, max_len=30) == expected
+
+
+def test_card_and_config_record_the_source_and_its_generation_defaults(marian):
+    hf_model, _, source, out = marian
+    card = json.loads((out / "card.json").read_text(encoding="utf-8"))
+    assert card["source_model"] == "opus-mt-tiny" and card["licence"] == "cc-by-4.0"
+    assert (card["source_language"], card["target_language"]) == ("en", "de")
+    assert card["conversion"]["dtype"] == "float32"
+    defaults = card["generation_defaults"]
+    assert (defaults["num_beams"], defaults["max_length"]) == (4, 512)
+    assert defaults["forced_eos_token_id"] == hf_model.config.eos_token_id
+    config = json.loads((out / "config.json").read_text(encoding="utf-8"))
+    assert config["activation"] == "swish" and config["positional_layout"] == "marian"
+    assert config["final_logits_bias"] is True and config["bos_id"] is None
+    assert sorted(p.name for p in out.iterdir()) == [
+        "card.json",
+        "config.json",
+        "model.safetensors",
+        "source.spm",
+        "target.spm",
+        "vocab.json",
+    ]
+
+
+def test_fp16_output_is_half_the_size_and_close(marian, tmp_path):
+    _, hf_tokenizer, source, out = marian
+    half = import_marian(source, tmp_path / "half", fp16=True)
+    assert (half / "model.safetensors").stat().st_size < 0.6 * (out / "model.safetensors").stat().st_size
+    full_model = load_checkpoint(out, "cpu").model
+    src = torch.tensor([hf_tokenizer(SENTENCES[0]).input_ids])
+    tgt = torch.tensor([[full_model.config.start_id, 5, 6]])
+    with torch.inference_mode():
+        full = full_model(src, tgt)
+        reduced = load_checkpoint(half, "cpu").model(src, tgt)
+    torch.testing.assert_close(reduced, full, atol=0.05, rtol=0.05)
+
+
+def test_marian_tokenizer_mode_decodes_like_marian(marian):
+    _, hf_tokenizer, _, out = marian
+    tokenizer = Tokenizer.load(out)
+    vocab = tokenizer.vocab
+    ids = [vocab[">>de<<"], *tokenizer.encode("der Hund", "target"), vocab["<unk>"], vocab["</s>"], vocab["<pad>"]]
+    assert tokenizer.decode(ids) == hf_tokenizer.decode(ids, skip_special_tokens=True)
+    assert tokenizer.decode(ids) == ">>de<< der Hund"
+    assert tokenizer.special_ids() == {"pad_id": len(vocab) - 1, "unk_id": 1, "bos_id": None, "eos_id": 0}
+    assert tokenizer.pieces([0, len(vocab) - 1]) == ["</s>", "<pad>"]
+
+
+def copy_source(source: Path, tmp_path: Path) -> Path:
+    folder = tmp_path / "source"
+    shutil.copytree(source, folder)
+    return folder
+
+
+def test_only_a_pickle_is_refused_unread(marian, tmp_path):
+    folder = copy_source(marian[2], tmp_path)
+    (folder / "model.safetensors").unlink()
+    marker = tmp_path / "pwned"
+
+    class Payload:
+        def __reduce__(self):
+            return (Path.touch, (marker,))
+
+    (folder / "pytorch_model.bin").write_bytes(pickle.dumps({"weights": Payload()}))
+    result = run_importer(folder, tmp_path / "out")
+    assert result.returncode == 2 and "pytorch_model.bin" in result.stderr and "safetensors" in result.stderr
+    assert not marker.exists() and not (tmp_path / "out").exists()
+
+
+def test_other_architectures_are_refused_naming_the_supported_one(marian, tmp_path):
+    folder = copy_source(marian[2], tmp_path)
+    config = json.loads((folder / "config.json").read_text())
+    config.update(model_type="bart", architectures=["BartForConditionalGeneration"])
+    (folder / "config.json").write_text(json.dumps(config))
+    with pytest.raises(CheckpointError, match="bart.*supported: MarianMTModel"):
+        import_marian(folder, tmp_path / "out")
+
+
+@pytest.mark.parametrize("missing", ["source.spm", "target.spm", "vocab.json"])
+def test_missing_tokenizer_files_are_refused(marian, tmp_path, missing):
+    folder = copy_source(marian[2], tmp_path)
+    (folder / missing).unlink()
+    with pytest.raises(CheckpointError, match=f"tokenizer files missing: {missing}"):
+        import_marian(folder, tmp_path / "out")
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (dict(encoder_ffn_dim=128, decoder_ffn_dim=128), "shapes disagree with config.json: encoder.layers.0.feed"),
+        (dict(decoder_layers=4), "missing tensor model.decoder.layers.3"),
+        (dict(decoder_ffn_dim=128), "one d_ff for both stacks"),
+        (dict(share_encoder_decoder_embeddings=False), "separate source and target vocabularies"),
+        (dict(activation_function="tanh"), "activation_function 'tanh'"),
+    ],
+)
+def test_configs_the_weights_or_our_model_cannot_follow_are_refused(marian, tmp_path, change, message):
+    folder = copy_source(marian[2], tmp_path)
+    config = json.loads((folder / "config.json").read_text())
+    config.update(change)
+    (folder / "config.json").write_text(json.dumps(config))
+    with pytest.raises(CheckpointError, match=message):
+        import_marian(folder, tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
+def test_an_existing_output_folder_is_not_overwritten(marian, tmp_path):
+    (tmp_path / "out").mkdir()
+    result = run_importer(marian[2], tmp_path / "out")
+    assert result.returncode == 2 and "already exists" in result.stderr
+
+
+def test_the_importer_never_imports_transformers(marian, tmp_path):
+    code = (
+        "import sys; from model.interop.marian import main; "
+        f"main([{str(marian[2])!r}, {str(tmp_path / 'out')!r}]); "
+        "assert 'transformers' not in sys.modules, 'transformers was imported'"
+    )
+    result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+
+
+def test_marian_tokenizer_mode_on_its_own(tmp_path):
+    """No transformers needed: vocab.json ids, the language code whole, </s> <unk> <pad> dropped, saved as loaded."""
+    vocab = write_tokenizer_files(tmp_path)
+    tokenizer = Tokenizer.load(tmp_path)
+    assert tokenizer.marian and tokenizer.vocab_size("source") == tokenizer.vocab_size("target") == len(vocab)
+    ids = tokenizer.encode(">>de<< the dog", "source")
+    pieces = tokenizer.source.encode(" the dog", out_type=str)
+    assert ids == [vocab[">>de<<"], *(vocab.get(piece, vocab["<unk>"]) for piece in pieces)]
+    assert tokenizer.pieces(ids) == [">>de<<", *pieces]
+    assert tokenizer.encode("a ✓", "source")[-1] == vocab["<unk>"]  # a piece vocab.json lacks
+    assert tokenizer.decode([*ids, vocab["<unk>"], vocab["</s>"], vocab["<pad>"]]) == ">>de<< the dog"
+    saved = tmp_path / "saved"
+    saved.mkdir()
+    assert tokenizer.save(saved) == ["source.spm", "target.spm", "vocab.json"]
+    assert Tokenizer.load(saved).vocab == vocab
+    (saved / "target.spm").unlink()
+    with pytest.raises(FileNotFoundError, match="target.spm"):
+        Tokenizer.load(saved)
+
+
+def test_sharded_safetensors_import_the_same_weights(marian, tmp_path):
+    hf_model, hf_tokenizer, _, out = marian
+    sharded = tmp_path / "sharded"
+    hf_model.save_pretrained(sharded, max_shard_size="50KB")
+    hf_tokenizer.save_pretrained(sharded)
+    assert (sharded / "model.safetensors.index.json").is_file() and not (sharded / "model.safetensors").exists()
+    imported = load_checkpoint(import_marian(sharded, tmp_path / "out"), "cpu").model.state_dict()
+    expected = load_checkpoint(out, "cpu").model.state_dict()
+    assert imported.keys() == expected.keys()
+    assert all(torch.equal(imported[key], expected[key]) for key in expected)

@@ -1,0 +1,427 @@
+"""The scratch Transformer against the paper and against torch.nn.Transformer."""
+
+from __future__ import annotations
+
+import copy
+import math
+
+import pytest
+import torch
+from torch import nn
+
+from model import Transformer, TransformerConfig, capture_attention
+from model.interop import Seq2SeqTransformer, export_torch, import_torch
+from model.interop.torch_transformer import tutorial_logits
+from model.layers import Dropout, PositionalEncoding, TokenEmbedding, sinusoidal_encoding
+from tests.helpers import small_config
+
+VARIANTS = {
+    "paper": {},
+    "tied": dict(share_embeddings=True, tie_output=True, output_bias=False),
+    "prenorm-gelu-finalnorm": dict(norm_first=True, activation="gelu", final_norm=True),
+}
+
+
+def random_batch(vocab: int, pad: bool, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    generator = torch.Generator().manual_seed(seed)
+    src = torch.randint(4, vocab, (3, 9), generator=generator)
+    tgt = torch.randint(4, vocab, (3, 7), generator=generator)
+    if pad:
+        src[0, 6:] = 0
+        src[2, 8:] = 0
+        tgt[1, 4:] = 0
+    return src, tgt
+
+
+def test_positional_encoding_is_the_papers_formula():
+    d_model, length = 10, 17
+    encoding = sinusoidal_encoding(length, d_model)
+    for pos in range(length):
+        for i in range(d_model):
+            angle = pos / 10000 ** (2 * (i // 2) / d_model)
+            expected = math.sin(angle) if i % 2 == 0 else math.cos(angle)
+            assert encoding[pos, i].item() == pytest.approx(expected, abs=1e-6)
+    module = PositionalEncoding(d_model, length, dropout=0.0)
+    x = torch.zeros(2, 5, d_model)
+    assert torch.equal(module(x, start=3), encoding[3:8].expand(2, 5, d_model))
+    with pytest.raises(ValueError, match="max_len"):
+        module(torch.zeros(1, length + 1, d_model))
+
+
+def test_token_embedding_scaled_by_sqrt_d_model():
+    embed = TokenEmbedding(11, 16)
+    ids = torch.tensor([[1, 5, 7]])
+    assert torch.allclose(embed(ids), embed.embedding.weight[ids] * 4.0)
+
+
+def relative_position_spread(states: torch.Tensor) -> float:
+    """How far a sentence's positions are apart, relative to their size (0: one vector for every position)."""
+    return float((states - states.mean(1, keepdim=True)).norm(dim=-1).mean() / states.norm(dim=-1).mean())
+
+
+def test_fresh_token_embeddings_outweigh_the_positional_encoding_and_the_encoder_keeps_positions_apart():
+    """fairseq's N(0, 1/d_model) embedding init: Xavier's (std 0.016 for 8,000 x 128) left the positional
+    encoding four times the token at the input, so that every sentence started out looking alike."""
+    torch.manual_seed(0)
+    # the size English->German first shipped at (4+4, d_model 128, tied), in the post-norm layout that collapsed
+    config = TransformerConfig(
+        src_vocab_size=8000,
+        tgt_vocab_size=8000,
+        d_model=128,
+        n_heads=4,
+        n_encoder_layers=4,
+        n_decoder_layers=4,
+        d_ff=256,
+        dropout=0.25,
+        share_embeddings=True,
+        tie_output=True,
+        output_bias=False,
+    )
+    model = Transformer(config).eval()
+    ids = torch.randint(4, 8000, (8, 14))
+    tokens = model.encoder.embed(ids)
+    assert tokens.std().item() == pytest.approx(1.0, abs=0.05)  # unit variance after the sqrt(d_model) scale
+    assert tokens.norm(dim=-1).mean() > 1.3 * model.encoder.positional.encoding[:14].norm(dim=-1).mean()
+    assert model.generator.weight is model.encoder.embed.embedding.weight  # tying survives the init
+    with torch.no_grad():
+        states = model.encoder(ids, None)
+    assert relative_position_spread(states) > 0.25  # Xavier-initialised embeddings: 0.14
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("pad", [False, True])
+@pytest.mark.parametrize("dtype,tolerance", [(torch.float32, 1e-5), (torch.float64, 1e-9)])
+def test_matches_torch_transformer_both_ways(variant, pad, dtype, tolerance):
+    torch.manual_seed(0)
+    ours = Transformer(small_config(40, **VARIANTS[variant])).to(dtype).eval()
+    theirs = export_torch(ours).to(dtype).eval()
+    assert sum(p.numel() for p in ours.parameters()) == sum(p.numel() for p in theirs.parameters())
+    src, tgt = random_batch(40, pad)
+    real = tgt != 0  # logits at padded target positions are not defined by either model
+    expected = tutorial_logits(theirs, src, tgt, pad_id=0)
+    logits = ours(src, tgt)
+    assert logits.shape == expected.shape == (3, 7, 40)
+    assert (logits - expected)[real].abs().max().item() < tolerance
+
+    torch.manual_seed(1)
+    fresh_torch = Seq2SeqTransformer(ours.config).to(dtype).eval()  # the other way: torch -> ours
+    imported = import_torch(fresh_torch, pad_id=0, bos_id=2, eos_id=3).eval()
+    difference = imported(src, tgt) - tutorial_logits(fresh_torch, src, tgt, pad_id=0)
+    assert difference[real].abs().max().item() < tolerance
+
+
+def test_gradients_match_torch_transformer():
+    torch.manual_seed(0)
+    ours = Transformer(small_config(40, final_norm=True)).double()
+    theirs = export_torch(ours).double()
+    src, tgt = random_batch(40, pad=True)
+    target = torch.randint(4, 40, tgt.shape)
+    loss_ours = nn.functional.cross_entropy(ours(src, tgt).flatten(0, 1), target.flatten())
+    loss_theirs = nn.functional.cross_entropy(tutorial_logits(theirs, src, tgt, 0).flatten(0, 1), target.flatten())
+    loss_ours.backward()
+    loss_theirs.backward()
+    # Map torch's gradients into our layout by importing a copy whose parameters are the gradients.
+    gradients_as_module = copy.deepcopy(theirs)
+    with torch.no_grad():
+        for parameter, source in zip(gradients_as_module.parameters(), theirs.parameters(), strict=True):
+            parameter.copy_(source.grad)
+    mapped = dict(import_torch(gradients_as_module, 0, 2, 3).named_parameters())
+    for name, parameter in ours.named_parameters():
+        assert torch.allclose(parameter.grad, mapped[name], atol=1e-10), name
+
+
+def test_per_head_attention_equals_torch_multihead_attention_weights():
+    torch.manual_seed(0)
+    ours = Transformer(small_config(40)).eval()
+    theirs = export_torch(ours).eval()
+    src, tgt = random_batch(40, pad=True)
+    with capture_attention(ours) as capture:
+        ours(src, tgt)
+    x = ours.encoder.positional(ours.encoder.embed(src)).transpose(0, 1)  # (S, B, d) seq-first
+    attention = theirs.transformer.encoder.layers[0].self_attn
+    _, weights = attention(x, x, x, key_padding_mask=src == 0, need_weights=True, average_attn_weights=False)
+    assert torch.allclose(capture.attention["encoder.layers.0.self_attn"], weights, atol=1e-6)
+
+
+def test_captured_attention_properties():
+    torch.manual_seed(0)
+    model = Transformer(small_config(40)).eval()
+    src, tgt = random_batch(40, pad=True)
+    plain = model(src, tgt)
+    with capture_attention(model) as capture:
+        explicit = model(src, tgt)
+    assert torch.allclose(plain, explicit, atol=1e-5), "fused and explicit attention paths disagree"
+    expected_names = {f"encoder.layers.{i}.self_attn" for i in range(2)}
+    expected_names |= {f"decoder.layers.{i}.{kind}" for i in range(2) for kind in ("self_attn", "cross_attn")}
+    assert set(capture.attention) == expected_names
+    for name, weights in capture.attention.items():
+        assert weights.device.type == "cpu"
+        assert weights.shape[:2] == (3, 4)
+        assert torch.allclose(weights.sum(-1), torch.ones(weights.shape[:-1]), atol=1e-6), name
+        if name.startswith("encoder") or "cross" in name:
+            assert torch.all(weights[0, :, :, 6:] == 0), "padded source keys must get exactly zero"
+    for i in range(2):
+        decoder_self = capture.attention[f"decoder.layers.{i}.self_attn"]
+        assert torch.all(decoder_self.triu(diagonal=1) == 0), "future positions must get exactly zero"
+        assert torch.all(decoder_self[1, :, :, 4:] == 0), "padded target keys must get exactly zero"
+    assert torch.equal(capture.positional["encoder.positional"], sinusoidal_encoding(64, 32)[:9])
+    assert capture.positional["decoder.positional"].shape == (7, 32)
+
+
+def test_capture_is_scoped_to_its_block_and_leaves_model_untouched():
+    model = Transformer(small_config(40)).eval()
+    hooks_before = {name: len(m._forward_hooks) for name, m in model.named_modules()}
+    src, tgt = random_batch(40, pad=False)
+    with capture_attention(model) as capture:
+        model(src, tgt)
+    count = len(capture.attention)
+    model(src, tgt)  # outside the block: nothing more is recorded
+    assert len(capture.calls["encoder.layers.0.self_attn"]) == 1 and len(capture.attention) == count
+    assert hooks_before == {name: len(m._forward_hooks) for name, m in model.named_modules()}
+    assert not model.training
+
+
+def test_config_validation_and_round_trip():
+    config = small_config(40, share_embeddings=True)
+    assert TransformerConfig.from_dict(config.to_dict()) == config
+    with pytest.raises(ValueError, match="divisible"):
+        small_config(40, n_heads=5)
+    with pytest.raises(ValueError, match="unknown config keys"):
+        TransformerConfig.from_dict({**config.to_dict(), "colour": "blue"})
+    with pytest.raises(ValueError, match="share_embeddings"):
+        small_config(40, share_embeddings=True, tgt_vocab_size=41)
+
+
+def test_tied_weights_are_one_tensor():
+    model = Transformer(small_config(40, share_embeddings=True, tie_output=True, output_bias=False))
+    assert model.encoder.embed is model.decoder.embed
+    assert model.generator.weight is model.decoder.embed.embedding.weight
+
+
+def test_captured_internals_recompute_the_attention_and_output():
+    """Per-head queries, keys, values and outputs are what the module computed, in both paths."""
+    torch.manual_seed(0)
+    model = Transformer(small_config(40)).eval()
+    src, tgt = random_batch(40, pad=True)
+    with capture_attention(model) as plain_capture:
+        model(src, tgt)
+    assert plain_capture.internals == {}, "internals are recorded only when asked for"
+    with capture_attention(model, internals=True) as capture:
+        model(src, tgt)
+    name = "decoder.layers.1.cross_attn"
+    parts = capture.internals[name]
+    assert set(parts) == {"query", "key", "value", "head_output"}
+    q, k, v = parts["query"], parts["key"], parts["value"]  # (B, H, T, dk)
+    assert q.shape == (3, 4, 7, 8) and k.shape == v.shape == (3, 4, 9, 8)
+    scores = (q @ k.transpose(-2, -1) / math.sqrt(8)).masked_fill((src == 0)[:, None, None, :], float("-inf"))
+    assert torch.allclose(scores.softmax(-1), capture.attention[name], atol=1e-6)
+    assert torch.allclose(capture.attention[name] @ v, parts["head_output"], atol=1e-6)
+
+
+def test_an_identity_edit_changes_nothing_and_edits_are_scoped():
+    from model import intervene
+
+    torch.manual_seed(0)
+    model = Transformer(small_config(40)).eval()
+    src, tgt = random_batch(40, pad=True)
+    with capture_attention(model):
+        reference = model(src, tgt)
+    seen: set[tuple[str, str]] = set()
+
+    def identity(name: str, kind: str, value: torch.Tensor) -> torch.Tensor:
+        seen.add((name, kind))
+        return value
+
+    with intervene(model, identity):
+        assert torch.equal(model(src, tgt), reference)
+    kinds = {kind for _, kind in seen}
+    assert kinds == {"attention", "positional", "query", "key", "value", "head_output"}
+    assert ("decoder.layers.0.cross_attn", "head_output") in seen and ("encoder.positional", "positional") in seen
+
+    def silence_head_0(name: str, kind: str, value: torch.Tensor) -> torch.Tensor:
+        if name == "encoder.layers.0.self_attn" and kind == "head_output":
+            value = value.clone()
+            value[:, 0] = 0
+        return value
+
+    with intervene(model, silence_head_0), capture_attention(model, internals=True) as capture:
+        edited = model(src, tgt)
+    assert torch.all(capture.internals["encoder.layers.0.self_attn"]["head_output"][:, 0] == 0)
+    assert not torch.allclose(edited, reference)
+    assert torch.allclose(model(src, tgt), reference, atol=1e-5), "the edit must end with its block"
+
+
+def test_nested_edits_compose_outer_first():
+    from model import intervene
+
+    model = Transformer(small_config(40)).eval()
+    src, tgt = random_batch(40, pad=False)
+    order: list[str] = []
+
+    def tag(label: str):
+        def edit(name: str, kind: str, value: torch.Tensor) -> torch.Tensor:
+            if name == "encoder.positional":
+                order.append(label)
+            return value
+
+        return edit
+
+    with intervene(model, tag("outer")), intervene(model, tag("inner")):
+        model.encode(src)
+    assert order == ["outer", "inner"]
+
+
+# Options for imported models (MarianMT): each defaults to the paper's behaviour.
+
+
+def test_new_options_default_to_the_papers_model():
+    config = small_config(40)
+    assert (config.activation, config.positional_layout, config.scale_embedding) == ("relu", "interleaved", True)
+    assert (config.final_logits_bias, config.decoder_start_id, config.start_id) == (False, None, config.bos_id)
+    assert not {
+        "positional_layout",
+        "scale_embedding",
+        "final_logits_bias",
+        "decoder_start_id",
+        "attention_dropout",
+        "activation_dropout",
+    } & set(config.to_dict()), "a paper config writes the same config.json as before"
+    model = Transformer(config)
+    assert model.final_logits_bias is None and "final_logits_bias" not in model.state_dict()
+    assert isinstance(model.encoder.layers[0].feed_forward.activation, nn.ReLU)
+    assert model.encoder.embed.scale == math.sqrt(config.d_model)
+    torch.testing.assert_close(model.encoder.positional.encoding, sinusoidal_encoding(config.max_len, config.d_model))
+    marian = TransformerConfig.from_dict(
+        {**config.to_dict(), "positional_layout": "marian", "bos_id": None, "decoder_start_id": config.pad_id}
+    )
+    assert TransformerConfig.from_dict(marian.to_dict()) == marian
+
+
+def test_attention_and_activation_dropout_default_to_dropout_and_can_be_set_apart():
+    def rates(model: Transformer) -> dict[str, set[float]]:
+        found: dict[str, set[float]] = {"attention": set(), "activation": set(), "residual": set()}
+        for name, module in model.named_modules():
+            if isinstance(module, nn.Dropout):
+                where = "attention" if "attn." in name else "activation" if "feed_forward." in name else "residual"
+                found[where].add(module.p)
+        return found
+
+    assert rates(Transformer(small_config(40, dropout=0.3))) == {
+        "attention": {0.3},
+        "activation": {0.3},
+        "residual": {0.3},
+    }
+    apart = small_config(40, dropout=0.3, attention_dropout=0.0, activation_dropout=0.1)
+    assert rates(Transformer(apart)) == {"attention": {0.0}, "activation": {0.1}, "residual": {0.3}}
+    assert TransformerConfig.from_dict(apart.to_dict()) == apart
+    with pytest.raises(ValueError, match="attention_dropout must be in"):
+        small_config(40, attention_dropout=1.0)
+
+
+def test_dropout_keeps_each_element_with_probability_one_minus_p_and_scales_it():
+    torch.manual_seed(0)
+    dropout = Dropout(0.25).train()
+    x = torch.full((400, 500), 2.0, requires_grad=True)
+    y = dropout(x)
+    kept = y != 0
+    assert abs(kept.float().mean().item() - 0.75) < 0.005  # 200,000 draws: the standard error is 0.001
+    torch.testing.assert_close(y[kept], torch.full_like(y[kept], 2.0 / 0.75))
+    y.sum().backward()
+    torch.testing.assert_close(x.grad, kept.float() / 0.75)  # the gradient flows through kept elements only
+    assert torch.equal(dropout.eval()(x), x)  # evaluation: the identity
+    assert torch.equal(Dropout(0.0).train()(x), x)
+    assert torch.equal(Dropout(1.0).train()(x), torch.zeros_like(x))
+
+
+def test_dropout_rate_is_rounded_to_sixteen_bits_and_the_kept_scaled_by_the_exact_inverse():
+    """p = 0.3 drops round(0.3 * 2^16) = 19,661 of 65,536 equally likely values: 0.30001, and the kept elements are
+    scaled by 65,536 / 45,875, so that the expectation of the output is the input exactly; the seed fixes the mask."""
+    torch.manual_seed(1)
+    x = torch.ones(1000, 1000)
+    y = Dropout(0.3).train()(x)
+    kept = y != 0
+    assert abs(kept.float().mean().item() - (1 - 19661 / 65536)) < 0.002  # 10^6 draws: the standard error is 0.0005
+    assert torch.equal(y[kept], torch.full_like(y[kept], 65536 / 45875))
+    torch.manual_seed(1)
+    assert torch.equal(Dropout(0.3).train()(x), y)
+    assert not torch.equal(Dropout(0.3).train()(x), y)  # the next draw differs
+
+
+def test_swish_activation_is_silu():
+    model = Transformer(small_config(40, activation="swish"))
+    layer = model.decoder.layers[0].feed_forward
+    x = torch.randn(2, 3, model.config.d_model)
+    torch.testing.assert_close(layer(x), layer.linear2(torch.nn.functional.silu(layer.linear1(x))))
+    with pytest.raises(ValueError, match="activation"):
+        small_config(40, activation="tanh")
+
+
+def test_marian_positions_put_sines_first_then_cosines():
+    d_model, length = 10, 17
+    encoding = sinusoidal_encoding(length, d_model, "marian")
+    for pos in range(length):
+        for i in range(d_model // 2):
+            angle = pos / 10000 ** (2 * i / d_model)
+            assert encoding[pos, i].item() == pytest.approx(math.sin(angle), abs=1e-6)
+            assert encoding[pos, d_model // 2 + i].item() == pytest.approx(math.cos(angle), abs=1e-6)
+    paper = sinusoidal_encoding(length, d_model)
+    torch.testing.assert_close(encoding, torch.cat([paper[:, 0::2], paper[:, 1::2]], dim=1))
+    with pytest.raises(ValueError, match="positional_layout"):
+        small_config(40, positional_layout="rotary")
+
+
+def test_embeddings_unscaled_when_asked():
+    model = Transformer(small_config(40, scale_embedding=False))
+    ids = torch.tensor([[4, 5, 6]])
+    torch.testing.assert_close(model.encoder.embed(ids), model.encoder.embed.embedding(ids))
+
+
+def test_final_logits_bias_is_stored_and_added_to_the_logits():
+    torch.manual_seed(0)
+    model = Transformer(small_config(40, final_logits_bias=True)).eval()
+    assert model.state_dict()["final_logits_bias"].shape == (1, model.config.tgt_vocab_size)
+    src, tgt = random_batch(model.config.src_vocab_size, pad=False)
+    before = model(src, tgt)
+    bias = torch.randn(1, model.config.tgt_vocab_size)
+    with torch.no_grad():
+        model.final_logits_bias.copy_(bias)
+    torch.testing.assert_close(model(src, tgt), before + bias)
+
+
+def test_a_start_token_equal_to_pad_is_not_masked():
+    config = small_config(40, bos_id=None, decoder_start_id=0)  # pad_id 0, as MarianMT decodes from <pad>
+    torch.manual_seed(0)
+    model = Transformer(config).eval()
+    src, tgt = random_batch(config.src_vocab_size, pad=False)
+    tgt[:, 0] = config.pad_id
+    with torch.inference_mode(), capture_attention(model) as capture:
+        logits = model(src, tgt)
+    assert torch.isfinite(logits).all()
+    first = capture.attention["decoder.layers.0.self_attn"][:, :, 0, 0]
+    torch.testing.assert_close(first, torch.ones_like(first))
+    with torch.inference_mode():  # the fused path agrees, and incremental decoding sees the same start token
+        torch.testing.assert_close(model(src, tgt), logits)
+        memory, allowed = model.encode(src)
+        cache = model.new_cache()
+        steps = [model.decode(tgt[:, i : i + 1], memory, allowed, cache=cache, start=i) for i in range(tgt.size(1))]
+        torch.testing.assert_close(torch.cat(steps, dim=1), logits, atol=1e-5, rtol=1e-5)
+    later = tgt.clone()
+    later[0, 3:] = config.pad_id  # later pad positions are still padding
+    with torch.inference_mode(), capture_attention(model) as capture:
+        model(src, later)
+    assert (capture.attention["decoder.layers.0.self_attn"][0, :, 5, 3:] == 0).all()
+    with pytest.raises(ValueError, match="decoder_start_id"):
+        small_config(40, bos_id=None)
+
+
+def test_a_model_converted_to_bf16_runs_in_bf16_on_the_cpu():
+    """Only CPU autocast (--cpu-bf16 training) takes attention to fp32; a model converted with .to(bfloat16) keeps
+    bf16 throughout and agrees with its fp32 original to bf16 precision."""
+    torch.manual_seed(0)
+    model = Transformer(small_config(40, norm_first=True, final_norm=True)).eval()
+    src, tgt = torch.randint(4, 40, (2, 7)), torch.randint(4, 40, (2, 5))
+    with torch.no_grad():
+        expected = model(src, tgt)
+        logits = model.to(torch.bfloat16)(src, tgt)
+    assert logits.dtype == torch.bfloat16
+    torch.testing.assert_close(logits.float(), expected, rtol=0.05, atol=0.05)
