@@ -195,6 +195,8 @@ class BeamTree:
 class _TreeRecorder:
     """Builds one sentence's BeamTree while the search runs; only made when a tree is asked for."""
 
+    records = True  # the search also walks the candidates it will not keep, to record them
+
     def __init__(self, bos_id: int, beams: int) -> None:
         self.nodes = [BeamNode(0, None, 0, bos_id, 0.0, 0.0, 0, "root")]
         self.beam_nodes = [0] + [-1] * (beams - 1)  # node of each live beam; only beam 0 is alive at first
@@ -202,20 +204,62 @@ class _TreeRecorder:
         self.finished: list[tuple[Hypothesis, int]] = []
         self.stop = ""
 
-    def add(self, step: int, beam: int, token: int, log_prob: float, score: float, rank: int, status: str) -> int:
-        node = BeamNode(len(self.nodes), self.beam_nodes[beam], step, token, log_prob, score, rank, status)
+    def add(self, step: int, beam: int, token: int, log_prob: float, score: float, rank: int) -> int:
+        """A candidate extension of live beam ``beam``, pruned until kept or finished."""
+        node = BeamNode(len(self.nodes), self.beam_nodes[beam], step, token, log_prob, score, rank, "pruned")
         self.nodes.append(node)
         return node.id
+
+    def keep(self, node_id: int, slot: int) -> None:
+        self.nodes[node_id].status = "kept"
+        self.next_beam_nodes[slot] = node_id
 
     def finish(self, hypothesis: Hypothesis, node_id: int) -> None:
         self.nodes[node_id].status = "finished"
         self.finished.append((hypothesis, node_id))
+
+    def finish_live(self, hypothesis: Hypothesis, slot: int) -> None:
+        """The beam kept in ``slot`` this step ends at the length limit."""
+        self.finish(hypothesis, self.next_beam_nodes[slot])
+
+    def end(self, reason: str) -> None:
+        self.stop = reason
+
+    def next_step(self) -> None:
+        self.beam_nodes, self.next_beam_nodes = self.next_beam_nodes, [-1] * len(self.next_beam_nodes)
 
     def tree(self, hypotheses: list[Hypothesis], prefix: list[int], beams: int, alpha: float, limit: int) -> BeamTree:
         for rank, hypothesis in enumerate(hypotheses):
             node_id = next(node for kept, node in self.finished if kept is hypothesis)
             self.nodes[node_id].final_rank = rank
         return BeamTree(self.nodes, hypotheses, list(prefix), beams, alpha, limit, self.stop)
+
+
+class _NoRecorder:
+    """What beam_search records: nothing. The search calls the same hooks as with a _TreeRecorder."""
+
+    records = False
+
+    def add(self, step: int, beam: int, token: int, log_prob: float, score: float, rank: int) -> int:
+        return -1
+
+    def keep(self, node_id: int, slot: int) -> None:
+        pass
+
+    def finish(self, hypothesis: Hypothesis, node_id: int) -> None:
+        pass
+
+    def finish_live(self, hypothesis: Hypothesis, slot: int) -> None:
+        pass
+
+    def end(self, reason: str) -> None:
+        pass
+
+    def next_step(self) -> None:
+        pass
+
+
+Recorder = _TreeRecorder | _NoRecorder
 
 
 @torch.inference_mode()
@@ -259,6 +303,65 @@ def beam_search_tree(
     ]
 
 
+@dataclass
+class _Step:
+    """One search step's choices across the batch: what each of the B*K beam slots continues from and with."""
+
+    number: int  # 1 = the first token after the prefix
+    tokens: torch.Tensor  # (B*K, P + number - 1) every live beam's ids so far, start token first
+    scores: torch.Tensor  # (B, K) log-probability of each kept beam; -inf for an empty slot
+    origins: torch.Tensor  # (B*K,) the beam slot each kept beam extends
+    next_tokens: torch.Tensor  # (B*K,) the token it adds (padding for an empty slot)
+    penalty: float  # the length penalty of hypotheses ending at this step
+
+
+def _choose(
+    step: _Step,
+    row: int,
+    candidates: list[tuple[float, int]],
+    vocab: int,
+    eos_id: int,
+    finished: list[Hypothesis],
+    recorder: Recorder,
+) -> int:
+    """Fill sentence ``row``'s beam slots from its candidates (score, beam * vocab + token), best first: EOS among
+    the top K finishes a hypothesis, any other token is kept until K are. Returns how many were kept."""
+    beams = step.scores.size(1)
+    kept = 0
+    for rank, (score, index) in enumerate(candidates):
+        if score == float("-inf") or (kept == beams and not recorder.records):
+            break
+        beam, token = index // vocab, index % vocab
+        node = recorder.add(step.number, beam, token, score, score / step.penalty, rank)
+        if kept == beams:  # only when recording: the remaining candidates stay pruned
+            continue
+        if token == eos_id:
+            if rank < beams:
+                sequence = step.tokens[row * beams + beam, 1:].tolist() + [token]
+                finished.append(Hypothesis(sequence, score / step.penalty, score))
+                recorder.finish(finished[-1], node)
+            continue
+        slot = row * beams + kept
+        step.scores[row, kept] = score
+        step.origins[slot] = row * beams + beam
+        step.next_tokens[slot] = token
+        recorder.keep(node, kept)
+        kept += 1
+    return kept
+
+
+def _finish_live(step: _Step, row: int, kept: int, finished: list[Hypothesis], recorder: Recorder) -> None:
+    """Sentence ``row`` reached its length limit: its kept beams end here without EOS."""
+    beams = step.scores.size(1)
+    for k in range(kept):
+        slot = row * beams + k
+        sequence = step.tokens[step.origins[slot], 1:].tolist() + [int(step.next_tokens[slot])]
+        score = float(step.scores[row, k])
+        finished.append(Hypothesis(sequence, score / step.penalty, score))
+        recorder.finish_live(finished[-1], k)
+    recorder.end("max_len")
+
+
 def _search(
     model: Transformer,
     src_ids: torch.Tensor,
@@ -273,86 +376,59 @@ def _search(
     if beam_size < 1:
         raise ValueError("beam_size must be at least 1")
     config = model.config
-    batch = src_ids.size(0)
+    batch, beams, device = src_ids.size(0), beam_size, src_ids.device
     prefix = list(prefix or [])
     limits = row_limits(model, src_ids, len(prefix), max_len)
-    beams = beam_size
+    watchers: list[Recorder] = list(recorders) if recorders is not None else [_NoRecorder()] * batch
     memory, src_allowed = encoded if encoded is not None else model.encode(src_ids)
     memory = memory.repeat_interleave(beams, dim=0)  # (B*K, S, d)
     if src_allowed is not None:
         src_allowed = src_allowed.repeat_interleave(beams, dim=0)
     cache = model.new_cache()
-    tokens = _start_tokens(model, batch * beams, prefix, src_ids.device)  # (B*K, P)
-    scores = torch.full((batch, beams), float("-inf"), device=src_ids.device)
+    tokens = _start_tokens(model, batch * beams, prefix, device)  # (B*K, P)
+    scores = torch.full((batch, beams), float("-inf"), device=device)
     scores[:, 0] = 0.0  # all beams start identical: keep one alive
     finished: list[list[Hypothesis]] = [[] for _ in range(batch)]
     done = [False] * batch
     longest_penalty = [length_penalty(len(prefix) + limit, alpha) for limit in limits]
     step_input = tokens
-    for step in range(max(limits)):
+    for number in range(1, max(limits) + 1):
         logits = model.decode(step_input, memory, src_allowed, cache=cache, start=tokens.size(1) - step_input.size(1))
         log_probs = next_token_log_probs(model, logits[:, -1])  # (B*K, V)
         vocab = log_probs.size(-1)
         candidates = (scores.view(-1, 1) + log_probs).view(batch, beams * vocab)
         top_scores, top_index = candidates.topk(min(2 * beams, beams * vocab), dim=1)  # (B, 2K)
-        top_scores, top_index = top_scores.tolist(), top_index.tolist()
-        new_scores = torch.full((batch, beams), float("-inf"), device=src_ids.device)
-        origins = torch.arange(batch, device=src_ids.device).repeat_interleave(beams) * beams  # (B*K,)
-        next_tokens = torch.full((batch * beams,), config.pad_id, dtype=torch.long, device=src_ids.device)
-        generated = tokens.size(1)  # length after adding this step's token (BOS excluded)
-        penalty = length_penalty(generated, alpha)
-        for b in range(batch):
-            if done[b]:
+        step = _Step(
+            number,
+            tokens,
+            scores=torch.full((batch, beams), float("-inf"), device=device),
+            origins=torch.arange(batch, device=device).repeat_interleave(beams) * beams,
+            next_tokens=torch.full((batch * beams,), config.pad_id, dtype=torch.long, device=device),
+            penalty=length_penalty(tokens.size(1), alpha),  # the length once this step's token is added
+        )
+        for row, (row_scores, row_index) in enumerate(zip(top_scores.tolist(), top_index.tolist(), strict=True)):
+            if done[row]:
                 continue
-            recorder = recorders[b] if recorders is not None else None
-            kept = 0
-            for rank, (score, index) in enumerate(zip(top_scores[b], top_index[b], strict=True)):
-                if score == float("-inf") or (kept == beams and recorder is None):
-                    break
-                beam, token = index // vocab, index % vocab
-                if recorder is not None:
-                    node = recorder.add(step + 1, beam, token, score, score / penalty, rank, "pruned")
-                if kept == beams:  # only when recording: the remaining candidates stay pruned
-                    continue
-                if token == config.eos_id:
-                    if rank < beams:
-                        sequence = tokens[b * beams + beam, 1:].tolist() + [token]
-                        finished[b].append(Hypothesis(sequence, score / penalty, score))
-                        if recorder is not None:
-                            recorder.finish(finished[b][-1], node)
-                    continue
-                new_scores[b, kept] = score
-                origins[b * beams + kept] = b * beams + beam
-                next_tokens[b * beams + kept] = token
-                if recorder is not None:
-                    recorder.nodes[node].status = "kept"
-                    recorder.next_beam_nodes[kept] = node
-                kept += 1
-            if step + 1 == limits[b]:  # this sentence's limit: live beams end here without EOS
-                for k in range(kept):
-                    sequence = tokens[origins[b * beams + k], 1:].tolist() + [int(next_tokens[b * beams + k])]
-                    score = float(new_scores[b, k])
-                    finished[b].append(Hypothesis(sequence, score / penalty, score))
-                    if recorder is not None:
-                        recorder.finish(finished[b][-1], recorder.next_beam_nodes[k])
-                done[b] = True
-                if recorder is not None:
-                    recorder.stop = "max_len"
-            finished[b].sort(key=lambda h: h.score, reverse=True)
-            del finished[b][beams:]
-            if len(finished[b]) == beams and not done[b]:
-                best_alive = float(new_scores[b].max())
-                done[b] = best_alive == float("-inf") or best_alive / longest_penalty[b] <= finished[b][-1].score
-                if recorder is not None and done[b]:
-                    recorder.stop = "no live beam" if best_alive == float("-inf") else "bound"
-            if recorder is not None:
-                recorder.beam_nodes, recorder.next_beam_nodes = recorder.next_beam_nodes, [-1] * beams
+            recorder = watchers[row]
+            ranked = list(zip(row_scores, row_index, strict=True))
+            kept = _choose(step, row, ranked, vocab, config.eos_id, finished[row], recorder)
+            if number == limits[row]:
+                _finish_live(step, row, kept, finished[row], recorder)
+                done[row] = True
+            finished[row].sort(key=lambda h: h.score, reverse=True)
+            del finished[row][beams:]
+            if len(finished[row]) == beams and not done[row]:
+                best_alive = float(step.scores[row].max())
+                done[row] = best_alive == float("-inf") or best_alive / longest_penalty[row] <= finished[row][-1].score
+                if done[row]:
+                    recorder.end("no live beam" if best_alive == float("-inf") else "bound")
+            recorder.next_step()
         if all(done):
             break
-        tokens = torch.cat([tokens.index_select(0, origins), next_tokens[:, None]], dim=1)
-        _reorder_cache(cache, origins)
-        scores = new_scores
-        step_input = next_tokens[:, None]
+        tokens = torch.cat([tokens.index_select(0, step.origins), step.next_tokens[:, None]], dim=1)
+        _reorder_cache(cache, step.origins)
+        scores = step.scores
+        step_input = step.next_tokens[:, None]
     return finished
 
 
