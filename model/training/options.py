@@ -44,6 +44,147 @@ def epochs_count(text: str) -> float:
     return value
 
 
+def _data_options(parser: argparse.ArgumentParser) -> None:
+    """Where the sentences come from: a --data folder or explicit files."""
+    group = parser.add_argument_group("data")
+    group.add_argument("--data", help="folder with {split}.{lang} files (plain or .gz), e.g. ../shared/data/multi30k")
+    group.add_argument("--src-lang", default="en", help="source language suffix of the files in --data")
+    group.add_argument("--tgt-lang", default="de", help="target language suffix of the files in --data")
+    group.add_argument("--train-split", default="train", help="split name of the training files in --data")
+    group.add_argument("--valid-split", default="val", help="split name of the validation files in --data")
+    group.add_argument("--train-src", help="explicit training source file (instead of --data)")
+    group.add_argument("--train-tgt", help="explicit training target file (instead of --data)")
+    group.add_argument("--valid-src", help="explicit validation source file (instead of --data)")
+    group.add_argument("--valid-tgt", help="explicit validation target file (instead of --data)")
+
+
+def _tokenizer_options(parser: argparse.ArgumentParser) -> None:
+    """The SentencePiece tokenizer a new run trains."""
+    group = parser.add_argument_group("tokenizer")
+    group.add_argument(
+        "--vocab-size", type=int, default=8000, help="SentencePiece vocabulary size (per side if --separate-vocab)"
+    )
+    group.add_argument(
+        "--separate-vocab", action="store_true", help="train one tokenizer per language instead of a joint one"
+    )
+    group.add_argument(
+        "--tokenizer-type", default="bpe", choices=["bpe", "unigram", "char", "word"], help="SentencePiece model type"
+    )
+    group.add_argument(
+        "--normalization",
+        default="nmt_nfkc",
+        choices=["nmt_nfkc", "identity"],
+        help="SentencePiece text normalisation; identity leaves out the ~240 KB NFKC table, for tiny checkpoints "
+        "of ASCII text (e.g. python -m model.training.toy_tasks data), where NFKC changes nothing",
+    )
+    group.add_argument(
+        "--subword-sampling",
+        type=subword_sampling,
+        default=0.0,
+        help="segment the training sentences anew every epoch, each merge of a BPE tokenizer skipped with this "
+        "probability (BPE-dropout; 0.1 in Provilkov et al. 2020), or a unigram tokenizer's segmentation sampled with "
+        "this smoothing; validation and translation keep the best segmentation. 0: off",
+    )
+
+
+def _model_options(parser: argparse.ArgumentParser) -> None:
+    """The architecture of a new model (TransformerConfig's fields)."""
+    group = parser.add_argument_group("model")
+    group.add_argument("--layers", type=int, default=4, help="encoder layers and decoder layers (each)")
+    group.add_argument("--decoder-layers", type=int, help="decoder layers when different from --layers")
+    group.add_argument("--d-model", type=int, default=128, help="model width")
+    group.add_argument("--heads", type=int, default=4, help="attention heads per layer")
+    group.add_argument("--d-ff", type=int, default=256, help="feed-forward inner width")
+    group.add_argument(
+        "--dropout",
+        type=float,
+        help=f"dropout on sublayer outputs and embeddings (default {DEFAULT_DROPOUT}; with --init-from the "
+        "checkpoint's)",
+    )
+    group.add_argument(
+        "--attention-dropout",
+        type=float,
+        help="dropout on the attention probabilities (default: --dropout; with --init-from the checkpoint's)",
+    )
+    group.add_argument(
+        "--activation-dropout",
+        type=float,
+        help="dropout inside the feed-forward network, after its activation (default: --dropout; with --init-from "
+        "the checkpoint's)",
+    )
+    group.add_argument("--activation", default="relu", choices=["relu", "gelu"], help="feed-forward activation")
+    group.add_argument("--norm-first", action="store_true", help="pre-norm instead of the paper's post-norm")
+    group.add_argument("--final-norm", action="store_true", help="LayerNorm after each stack (as torch.nn.Transformer)")
+    group.add_argument("--max-len", type=int, default=256, help="longest sequence (positions) the model accepts")
+    group.add_argument("--no-tie", action="store_true", help="do not tie embeddings and output weights")
+
+
+def _optimisation_options(parser: argparse.ArgumentParser) -> None:
+    """Epochs, batches, learning rate and the rest of the run's plan."""
+    group = parser.add_argument_group("optimisation")
+    group.add_argument("--epochs", type=int, default=100, help="maximum number of epochs")
+    group.add_argument(
+        "--max-tokens",
+        type=int,
+        default=4096,
+        help="padded tokens per batch (per side, summed over processes); may change on --resume",
+    )
+    group.add_argument("--lr", type=float, default=2e-3, help="peak learning rate, reached after --warmup steps")
+    group.add_argument("--warmup", type=int, default=1000, help="linear warmup steps before inverse-square-root decay")
+    group.add_argument(
+        "--cooldown-epochs",
+        type=epochs_count,
+        default=0.0,
+        help="take the learning rate linearly to 0 over the last this many of --epochs (0: no cool-down). May be "
+        "given on --resume with a new --epochs, to end a run whose quality has levelled off",
+    )
+    group.add_argument("--label-smoothing", type=float, default=0.1, help="label smoothing of the cross-entropy")
+    group.add_argument("--clip-norm", type=float, default=1.0, help="gradient clipping max norm (0 disables)")
+    group.add_argument("--weight-decay", type=float, default=0.0, help="AdamW weight decay")
+    group.add_argument("--seed", type=int, default=1, help="random seed (data order, initialisation, dropout)")
+    group.add_argument(
+        "--patience", type=int, default=10, help="stop after this many epochs without a better validation BLEU"
+    )
+    group.add_argument(
+        "--keep-last", type=int, default=10, help="epoch checkpoints kept and averaged into the final model"
+    )
+    group.add_argument(
+        "--max-minutes", type=float, help="stop cleanly (state saved, averaged model written) after this long"
+    )
+    group.add_argument("--save-every", type=int, default=200, help="save resumable state every this many steps")
+    group.add_argument(
+        "--valid-bleu-limit", type=int, default=0, help="sentences used for the per-epoch greedy BLEU (0: all)"
+    )
+
+
+def _run_options(parser: argparse.ArgumentParser) -> None:
+    """The run folder, resuming and continuing, devices, precision, snapshots."""
+    group = parser.add_argument_group("run")
+    group.add_argument("--out", required=True, help="run folder: state, metrics.jsonl, epochs/, snapshots/, final/")
+    group.add_argument("--resume", action="store_true", help="continue the run in --out from its last saved state")
+    group.add_argument(
+        "--init-from",
+        metavar="CHECKPOINT_DIR",
+        help="start a new run from this checkpoint's weights, tokenizer and architecture (the model options and "
+        "--vocab-size are not used) with a fresh optimiser: e.g. continue a shipped model with a lower --lr and a "
+        "short --warmup",
+    )
+    group.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
+    group.add_argument("--threads", type=int, help="CPU threads for PyTorch (default: PyTorch's choice)")
+    group.add_argument("--no-amp", action="store_true", help="disable bf16 mixed precision on CUDA")
+    group.add_argument(
+        "--cpu-bf16",
+        action="store_true",
+        help="bf16 mixed precision on the CPU too: matrix products in bf16, attention and the loss's softmax in fp32, "
+        "fp32 weights. Faster on CPUs with AVX512-BF16 or AMX, slower elsewhere; the model may score a little lower "
+        "than an fp32 run's (docs/training-recipe.md)",
+    )
+    group.add_argument(
+        "--snapshot-steps", default="0,200", help="steps at which to save shippable fp16 snapshots (0 = untrained)"
+    )
+    group.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The options of ``python -m model.train``, grouped as --help shows them: data, tokenizer, model,
     optimisation, run."""
@@ -52,127 +193,11 @@ def build_parser() -> argparse.ArgumentParser:
         description="Train an encoder-decoder Transformer translation model and write a checkpoint folder.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
-    data = parser.add_argument_group("data")
-    data.add_argument("--data", help="folder with {split}.{lang} files (plain or .gz), e.g. ../shared/data/multi30k")
-    data.add_argument("--src-lang", default="en", help="source language suffix of the files in --data")
-    data.add_argument("--tgt-lang", default="de", help="target language suffix of the files in --data")
-    data.add_argument("--train-split", default="train", help="split name of the training files in --data")
-    data.add_argument("--valid-split", default="val", help="split name of the validation files in --data")
-    data.add_argument("--train-src", help="explicit training source file (instead of --data)")
-    data.add_argument("--train-tgt", help="explicit training target file (instead of --data)")
-    data.add_argument("--valid-src", help="explicit validation source file (instead of --data)")
-    data.add_argument("--valid-tgt", help="explicit validation target file (instead of --data)")
-    tok = parser.add_argument_group("tokenizer")
-    tok.add_argument(
-        "--vocab-size", type=int, default=8000, help="SentencePiece vocabulary size (per side if --separate-vocab)"
-    )
-    tok.add_argument(
-        "--separate-vocab", action="store_true", help="train one tokenizer per language instead of a joint one"
-    )
-    tok.add_argument(
-        "--tokenizer-type", default="bpe", choices=["bpe", "unigram", "char", "word"], help="SentencePiece model type"
-    )
-    tok.add_argument(
-        "--normalization",
-        default="nmt_nfkc",
-        choices=["nmt_nfkc", "identity"],
-        help="SentencePiece text normalisation; identity leaves out the ~240 KB NFKC table, for tiny checkpoints "
-        "of ASCII text (e.g. python -m model.training.toy_tasks data), where NFKC changes nothing",
-    )
-    tok.add_argument(
-        "--subword-sampling",
-        type=subword_sampling,
-        default=0.0,
-        help="segment the training sentences anew every epoch, each merge of a BPE tokenizer skipped with this "
-        "probability (BPE-dropout; 0.1 in Provilkov et al. 2020), or a unigram tokenizer's segmentation sampled with "
-        "this smoothing; validation and translation keep the best segmentation. 0: off",
-    )
-    arch = parser.add_argument_group("model")
-    arch.add_argument("--layers", type=int, default=4, help="encoder layers and decoder layers (each)")
-    arch.add_argument("--decoder-layers", type=int, help="decoder layers when different from --layers")
-    arch.add_argument("--d-model", type=int, default=128, help="model width")
-    arch.add_argument("--heads", type=int, default=4, help="attention heads per layer")
-    arch.add_argument("--d-ff", type=int, default=256, help="feed-forward inner width")
-    arch.add_argument(
-        "--dropout",
-        type=float,
-        help=f"dropout on sublayer outputs and embeddings (default {DEFAULT_DROPOUT}; with --init-from the "
-        "checkpoint's)",
-    )
-    arch.add_argument(
-        "--attention-dropout",
-        type=float,
-        help="dropout on the attention probabilities (default: --dropout; with --init-from the checkpoint's)",
-    )
-    arch.add_argument(
-        "--activation-dropout",
-        type=float,
-        help="dropout inside the feed-forward network, after its activation (default: --dropout; with --init-from "
-        "the checkpoint's)",
-    )
-    arch.add_argument("--activation", default="relu", choices=["relu", "gelu"], help="feed-forward activation")
-    arch.add_argument("--norm-first", action="store_true", help="pre-norm instead of the paper's post-norm")
-    arch.add_argument("--final-norm", action="store_true", help="LayerNorm after each stack (as torch.nn.Transformer)")
-    arch.add_argument("--max-len", type=int, default=256, help="longest sequence (positions) the model accepts")
-    arch.add_argument("--no-tie", action="store_true", help="do not tie embeddings and output weights")
-    opt = parser.add_argument_group("optimisation")
-    opt.add_argument("--epochs", type=int, default=100, help="maximum number of epochs")
-    opt.add_argument(
-        "--max-tokens",
-        type=int,
-        default=4096,
-        help="padded tokens per batch (per side, summed over processes); may change on --resume",
-    )
-    opt.add_argument("--lr", type=float, default=2e-3, help="peak learning rate, reached after --warmup steps")
-    opt.add_argument("--warmup", type=int, default=1000, help="linear warmup steps before inverse-square-root decay")
-    opt.add_argument(
-        "--cooldown-epochs",
-        type=epochs_count,
-        default=0.0,
-        help="take the learning rate linearly to 0 over the last this many of --epochs (0: no cool-down). May be "
-        "given on --resume with a new --epochs, to end a run whose quality has levelled off",
-    )
-    opt.add_argument("--label-smoothing", type=float, default=0.1, help="label smoothing of the cross-entropy")
-    opt.add_argument("--clip-norm", type=float, default=1.0, help="gradient clipping max norm (0 disables)")
-    opt.add_argument("--weight-decay", type=float, default=0.0, help="AdamW weight decay")
-    opt.add_argument("--seed", type=int, default=1, help="random seed (data order, initialisation, dropout)")
-    opt.add_argument(
-        "--patience", type=int, default=10, help="stop after this many epochs without a better validation BLEU"
-    )
-    opt.add_argument(
-        "--keep-last", type=int, default=10, help="epoch checkpoints kept and averaged into the final model"
-    )
-    opt.add_argument(
-        "--max-minutes", type=float, help="stop cleanly (state saved, averaged model written) after this long"
-    )
-    opt.add_argument("--save-every", type=int, default=200, help="save resumable state every this many steps")
-    opt.add_argument(
-        "--valid-bleu-limit", type=int, default=0, help="sentences used for the per-epoch greedy BLEU (0: all)"
-    )
-    run = parser.add_argument_group("run")
-    run.add_argument("--out", required=True, help="run folder: state, metrics.jsonl, epochs/, snapshots/, final/")
-    run.add_argument("--resume", action="store_true", help="continue the run in --out from its last saved state")
-    run.add_argument(
-        "--init-from",
-        metavar="CHECKPOINT_DIR",
-        help="start a new run from this checkpoint's weights, tokenizer and architecture (the model options and "
-        "--vocab-size are not used) with a fresh optimiser: e.g. continue a shipped model with a lower --lr and a "
-        "short --warmup",
-    )
-    run.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
-    run.add_argument("--threads", type=int, help="CPU threads for PyTorch (default: PyTorch's choice)")
-    run.add_argument("--no-amp", action="store_true", help="disable bf16 mixed precision on CUDA")
-    run.add_argument(
-        "--cpu-bf16",
-        action="store_true",
-        help="bf16 mixed precision on the CPU too: matrix products in bf16, attention and the loss's softmax in fp32, "
-        "fp32 weights. Faster on CPUs with AVX512-BF16 or AMX, slower elsewhere; the model may score a little lower "
-        "than an fp32 run's (docs/training-recipe.md)",
-    )
-    run.add_argument(
-        "--snapshot-steps", default="0,200", help="steps at which to save shippable fp16 snapshots (0 = untrained)"
-    )
-    run.add_argument("--quiet", action="store_true", help="no progress bar")
+    _data_options(parser)
+    _tokenizer_options(parser)
+    _model_options(parser)
+    _optimisation_options(parser)
+    _run_options(parser)
     return parser
 
 
@@ -210,13 +235,13 @@ def run_arguments(args: argparse.Namespace, out: Path, write: bool) -> argparse.
             (out / "args.json").write_text(json.dumps(saved, indent=2))
         return args
     saved = json.loads((out / "args.json").read_text())
-    saved.setdefault("command", args.command)
-    # an args.json may predate some options: they get the values that leave its run as it was
-    saved.setdefault("init_from", None)
-    saved.setdefault("cpu_bf16", False)
-    saved.setdefault("subword_sampling", 0.0)
-    saved.setdefault("cooldown_epochs", 0.0)
-    saved.pop("max_tokens_given", None)  # an older args.json's flag, which "given" replaces
+    missing = sorted(set(vars(args)) - {"given"} - set(saved))
+    if missing:
+        options = ", ".join("--" + name.replace("_", "-") for name in missing)
+        raise SystemExit(
+            f"{out / 'args.json'} was written by an older model.train that had no {options}: this version cannot "
+            f"resume it. Start a new run from its weights instead: --init-from {out / 'final'} (or an epochs/ folder)"
+        )
     for key in SESSION_OPTIONS:
         saved[key] = getattr(args, key)
     for key in RUN_PLAN_OPTIONS:

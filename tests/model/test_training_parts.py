@@ -1,10 +1,13 @@
 """The parts a training run is made of, each quick on its own: the resumable state (model.training.state), the
-validation scores (model.training.validation) and the single-process group (model.training.distributed).
+validation scores (model.training.validation), the single-process group (model.training.distributed) and the
+arguments a run keeps (model.training.options).
 
 model.train puts them together in tests/model/test_train.py, which trains and is in the slow tier.
 """
 
 from __future__ import annotations
+
+import json
 
 import pytest
 import sacrebleu
@@ -13,6 +16,7 @@ import torch.nn.functional as F
 
 from model.training.data import encode_examples
 from model.training.distributed import Run
+from model.training.options import parse_arguments, run_arguments
 from model.training.state import STATE_FILE, load_state, save_state
 from model.training.validation import greedy_bleu, validation_loss
 from model.transformer import Transformer
@@ -76,3 +80,21 @@ def test_a_single_process_run_is_the_main_one_and_its_collectives_change_nothing
     assert (run.world, run.rank, run.main, run.device) == (1, 0, True, torch.device("cpu"))
     run.barrier()
     assert run.all_sum(2.5) == 2.5 and run.broadcast({"epoch": 3}) == {"epoch": 3}
+
+
+def test_a_resume_refuses_a_run_saved_by_an_older_model_train_and_says_what_to_do(tmp_path):
+    """A run folder whose args.json lacks an option of today's model.train cannot be resumed as it was: the error
+    names the missing option and the --init-from that continues from its weights."""
+    out = tmp_path / "old-run"
+    out.mkdir()
+    new_run = parse_arguments(["--out", str(out), "--data", "somewhere"])
+    run_arguments(new_run, out, write=True)
+    (out / STATE_FILE).write_bytes(b"")  # the run has saved its state
+    resumed = run_arguments(parse_arguments(["--out", str(out), "--resume"]), out, write=False)
+    assert resumed.data == "somewhere" and resumed.resume
+
+    saved = json.loads((out / "args.json").read_text())
+    del saved["cpu_bf16"]
+    (out / "args.json").write_text(json.dumps(saved))
+    with pytest.raises(SystemExit, match=r"no --cpu-bf16.*--init-from"):
+        run_arguments(parse_arguments(["--out", str(out), "--resume"]), out, write=False)
