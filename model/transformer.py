@@ -13,6 +13,7 @@ position 0 is never padding, even when it is the pad id (MarianMT starts from <p
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import NamedTuple
 
 import torch
 from torch import nn
@@ -31,6 +32,13 @@ from model.layers import (
 
 # One entry per decoder layer: {"self": KVCache, "cross": KVCache}. Lives with the request, never on the model.
 DecoderCache = list[dict[str, KVCache]]
+
+
+class AttentionMask(NamedTuple):
+    """What one kind of attention may look at: both masks together give the keys each query may use."""
+
+    keys: torch.Tensor  # (B, Tk) bool: False on padded keys
+    causal: torch.Tensor | None  # (Tq, Tk) bool: key position <= query position; decoder self-attention only
 
 
 def target_padding(ids: torch.Tensor, config: TransformerConfig, start: int = 0) -> torch.Tensor:
@@ -198,15 +206,31 @@ class Transformer(nn.Module):
         for embed in dict.fromkeys((self.encoder.embed, self.decoder.embed)):
             nn.init.normal_(embed.embedding.weight, mean=0.0, std=self.config.d_model**-0.5)
 
-    def padding_allowed(self, ids: torch.Tensor, target: bool = False, start: int = 0) -> torch.Tensor | None:
-        """(B, 1, 1, T) True on real tokens, or None when nothing is padded (lets kernels skip the mask).
+    def padded(self, ids: torch.Tensor, target: bool = False, start: int = 0) -> torch.Tensor:
+        """(B, T) True on padding: the keys attention hides (3.2.3).
 
         ``target``: ids are decoder inputs at positions start..; the start token is never padding.
         """
-        padded = target_padding(ids, self.config, start) if target else ids == self.config.pad_id
+        return target_padding(ids, self.config, start) if target else ids == self.config.pad_id
+
+    def padding_allowed(self, ids: torch.Tensor, target: bool = False, start: int = 0) -> torch.Tensor | None:
+        """(B, 1, 1, T) True on real tokens, or None when nothing is padded (lets kernels skip the mask)."""
+        padded = self.padded(ids, target, start)
         if not bool(padded.any()):
             return None
         return ~padded[:, None, None, :]
+
+    def attention_masks(self, src_ids: torch.Tensor, tgt_ids: torch.Tensor) -> dict[str, AttentionMask]:
+        """The keys each kind of attention may use in ``forward(src_ids, tgt_ids)``, by kind ("encoder", "decoder",
+        "cross"): the keys that are not padding (B, Tk) and, for decoder self-attention, the causal mask (T, T)."""
+        source_keys = ~self.padded(src_ids)
+        target_keys = ~self.padded(tgt_ids, target=True)
+        length = tgt_ids.size(1)
+        return {
+            "encoder": AttentionMask(source_keys, None),
+            "decoder": AttentionMask(target_keys, causal_mask(length, length, tgt_ids.device)),
+            "cross": AttentionMask(source_keys, None),
+        }
 
     def encode(self, src_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
         """src_ids (B, S) -> memory (B, S, d) and the source key mask reused by cross-attention."""

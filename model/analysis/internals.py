@@ -18,8 +18,8 @@ import torch
 
 from model.capture import capture_attention
 from model.heads import module_kind
-from model.layers import MultiHeadAttention, causal_mask
-from model.transformer import Transformer, target_padding
+from model.layers import MultiHeadAttention
+from model.transformer import Transformer
 
 
 @dataclass
@@ -107,14 +107,11 @@ def attention_stages(
     k = probes["key"][0, head]  # (Tk, dk)
     v = probes["value"][0, head]  # (Tk, dk)
 
-    if kind == "decoder":  # decoder keys are decoder inputs: the start token is never padding
-        padding_allowed = ~target_padding(torch.tensor(decoder_input), model.config)  # (Tk,)
-    else:
-        padding_allowed = torch.tensor(list(source_ids)) != model.config.pad_id  # (Tk,)
+    mask = model.attention_masks(src, tgt)[kind]  # the masks forward applied
+    padding_allowed = mask.keys[0].cpu()  # (Tk,)
     allowed = padding_allowed.expand(q.size(0), -1)  # (Tq, Tk)
-    causal = None
-    if kind == "decoder":
-        causal = causal_mask(len(decoder_input), len(decoder_input), torch.device("cpu"))[rows]  # (Tq, Tk)
+    causal = mask.causal.cpu()[rows] if mask.causal is not None else None  # (Tq, Tk)
+    if causal is not None:
         allowed = allowed & causal
 
     # The model's order of operations: (q @ kᵀ) / sqrt(dk), masked_fill(-inf), softmax, @ v.
