@@ -24,7 +24,14 @@ from pathlib import Path
 
 import torch
 
-from benchmarks import app_benchmarks, browser_benchmarks, memory, model_benchmarks, training_benchmarks
+from benchmarks import (
+    app_benchmarks,
+    browser_benchmarks,
+    memory,
+    model_benchmarks,
+    training_benchmarks,
+    training_vs_torch,
+)
 from benchmarks.context import DEFAULT_DATA, Context
 from benchmarks.records import Record, table
 from benchmarks.subject import resolve_subject
@@ -90,7 +97,7 @@ BENCHMARKS = (
     Benchmark(("long_input_ms",), single(app_benchmarks.long_input_ms), "256-piece source: trace and all-heads grid"),
     Benchmark(
         ("train_tokens_vs_torch",),
-        single(model_benchmarks.train_tokens_vs_torch),
+        single(training_vs_torch.train_tokens_vs_torch),
         "training tokens/s vs the tutorial nn.Transformer",
     ),
     Benchmark(
@@ -106,7 +113,7 @@ BENCHMARKS = (
     ),
     Benchmark(
         ("train_epoch_s",),
-        single(model_benchmarks.train_epoch_s),
+        single(training_vs_torch.train_epoch_s),
         "wall time of one training epoch on Multi30k, ours and the tutorial nn.Transformer in turns "
         "(CUDA only unless named in --only: about 6 minutes on one CPU thread)",
         default_devices=("cuda",),

@@ -19,9 +19,9 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 from benchmarks.context import Context
-from benchmarks.model_benchmarks import training_examples
 from benchmarks.records import Check, Record
 from benchmarks.subject import REPO
+from benchmarks.training_vs_torch import training_examples
 from model.training.data import collate, token_batches
 from model.training.loss import TranslationLoss
 from model.training.optimization import make_optimizer, train_step

@@ -8,22 +8,14 @@ Usable as is in a notebook::
 """
 
 from model.heads import ATTENTION_KINDS
-from viz.attention import (
-    aggregate_figure,
-    attention_grid,
-    attention_heatmap,
-    attention_rollout,
-    head_heatmap,
-    head_view,
-    head_view_data,
-    max_over_heads,
-    mean_over_heads,
-)
+from viz.attention import aggregate_figure, attention_heatmap, head_heatmap, max_over_heads, mean_over_heads
 from viz.attribution import attribution_maps, attribution_rows, source_share_figure
 from viz.beam import beam_tree_figure
 from viz.decoding import step_attention, token_probabilities, top_k_figure
 from viz.evolution import evolution_figure
 from viz.export import LessonSection, lesson_html
+from viz.grid import attention_grid
+from viz.head_lines import head_view, head_view_data
 from viz.head_stats import head_stats_frame, head_stats_heatmap, statistic_grid
 from viz.internals import attention_stage_figures
 from viz.interventions import (
@@ -62,7 +54,6 @@ __all__ = [
     "attention_axes",
     "attention_grid",
     "attention_heatmap",
-    "attention_rollout",
     "attention_stage_figures",
     "beam_tree_figure",
     "chart_config",

@@ -16,7 +16,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from viz.attention import HEATMAP_HOVER, token_axes, weights_heatmap
-from viz.style import ATTENTION_COLORSCALE, ROW_HEIGHT, base_layout, head_colour
+from viz.style import ATTENTION_COLORSCALE, ROW_HEIGHT, base_layout, paired_bars
 from viz.tokens import display_labels, select_tokens
 
 SHARE_COLOURS = {"colorscale": ATTENTION_COLORSCALE, "zmin": 0.0, "zmax": 1.0}
@@ -94,30 +94,15 @@ def attribution_maps(
 def source_share_figure(output_pieces: Sequence[str], source_share: np.ndarray, *, title: str = "") -> go.Figure:
     """One bar per output token: the share of it that came from the source, stacked on the share that came from the
     tokens already written (``source_share`` per step, e.g. ALTI+'s source rows summed)."""
-    labels = display_labels(output_pieces)
-    positions = list(range(len(labels)))
     share = np.asarray(source_share, dtype=float)
-    figure = go.Figure(
+    figure = paired_bars(
+        display_labels(output_pieces),
         [
-            go.Bar(
-                x=positions,
-                y=share,
-                name="from the source",
-                marker_color=head_colour(0),
-                customdata=labels,
-                hovertemplate="%{customdata}: %{y:.0%} from the source<extra></extra>",
-            ),
-            go.Bar(
-                x=positions,
-                y=1.0 - share,
-                name="from the words already written",
-                marker_color=head_colour(1),
-                customdata=labels,
-                hovertemplate="%{customdata}: %{y:.0%} from the words already written<extra></extra>",
-            ),
-        ]
+            (share, "from the source", ": %{y:.0%} from the source"),
+            (1.0 - share, "from the words already written", ": %{y:.0%} from the words already written"),
+        ],
     )
-    figure.update_layout(barmode="stack", legend={"orientation": "h", "y": 1.02, "yanchor": "bottom"})
-    figure.update_xaxes(tickmode="array", tickvals=positions, ticktext=labels, tickangle=-60, title_text="output token")
+    figure.update_layout(barmode="stack")
+    figure.update_xaxes(title_text="output token")
     figure.update_yaxes(range=[0, 1], title_text="share", tickformat=".0%")
     return base_layout(figure, html.escape(title), height=320)

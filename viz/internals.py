@@ -111,99 +111,32 @@ def attention_stage_figures(stages: AttentionStages, *, annotate: bool = True) -
     """
     queries = _labels(stages.query_pieces, stages.q.shape[0], stages.step or 0)
     keys = _labels(stages.key_pieces, stages.k.shape[0])
-    d_k = stages.d_k
+    by_query, by_key, pairs = (queries, None), (keys, None), (queries, keys)  # rows, columns (None: d_k dimensions)
     cell = "query %{customdata[0]}<br>key %{customdata[1]}<br>"
     dimension = "<br>dimension %{customdata[1]}: %{customdata[2]}"
-    projection = {"colorscale": DIVERGING, "zmid": 0.0}
-    pairwise = {"annotate": annotate, "digits": 2}
-    mask = _figure(
-        stages.allowed.astype(float),
-        queries,
-        keys,
-        f"mask ({_shape(stages.allowed)})",  # each cell says why it is hidden (padding, future), the title need not
-        cell + "%{customdata[2]}",
-        colorscale=MASK_COLOURS,
-        zmin=0.0,
-        zmax=1.0,
-        values=_mask_reasons(stages),
-        annotate=annotate,
-        showscale=False,
-    )
+    output = "output Σ_j p_j v_j of query %{customdata[0]}"
+    scaled = f"scaled by 1/√{stages.d_k}"
+    signed = {"colorscale": DIVERGING, "zmid": 0.0}
+    written = {"annotate": annotate, "digits": 2}  # the query × key stages write their values in the cells
+    weights = {"colorscale": ATTENTION_COLORSCALE, "zmin": 0.0, "zmax": 1.0} | written
+    norms = {"colorscale": "Blues", "zmin": 0.0} | written
+    # each mask cell says why it is hidden (padding, future), so its title need not
+    mask = {"colorscale": MASK_COLOURS, "zmin": 0.0, "zmax": 1.0, "showscale": False, "annotate": annotate}
+    mask["values"] = _mask_reasons(stages)
+    # key: (values, (rows, columns), title before the shape, hover, _figure's options), in the order of computing
+    table = {
+        "q": (stages.q, by_query, "Q: query", "query %{customdata[0]}" + dimension, signed),
+        "k": (stages.k, by_key, "K: keys", "key %{customdata[0]}" + dimension, signed),
+        "v": (stages.v, by_key, "V: values", "value of %{customdata[0]}" + dimension, signed),
+        "scores": (stages.scores, pairs, "Q·Kᵀ", cell + "q·k = %{customdata[2]}", signed | written),
+        "scaled": (stages.scaled, pairs, scaled, cell + "q·k / √d_k = %{customdata[2]}", signed | written),
+        "mask": (stages.allowed.astype(float), pairs, "mask", cell + "%{customdata[2]}", mask),
+        "masked": (stages.masked, pairs, "masked scores", cell + "score %{customdata[2]}", signed | written),
+        "softmax": (stages.probs, pairs, "softmax", cell + "weight %{customdata[2]}", weights),
+        "contributions": (stages.contribution_norms, pairs, "‖p_j v_j‖", cell + "‖p_j v_j‖ = %{customdata[2]}", norms),
+        "output": (stages.output, by_query, "output", output + dimension, signed),
+    }
     return {
-        "q": _figure(
-            stages.q,
-            queries,
-            None,
-            f"Q: query ({_shape(stages.q)})",
-            "query %{customdata[0]}" + dimension,
-            **projection,
-        ),
-        "k": _figure(
-            stages.k, keys, None, f"K: keys ({_shape(stages.k)})", "key %{customdata[0]}" + dimension, **projection
-        ),
-        "v": _figure(
-            stages.v,
-            keys,
-            None,
-            f"V: values ({_shape(stages.v)})",
-            "value of %{customdata[0]}" + dimension,
-            **projection,
-        ),
-        "scores": _figure(
-            stages.scores,
-            queries,
-            keys,
-            f"Q·Kᵀ ({_shape(stages.scores)})",
-            cell + "q·k = %{customdata[2]}",
-            **projection,
-            **pairwise,
-        ),
-        "scaled": _figure(
-            stages.scaled,
-            queries,
-            keys,
-            f"scaled by 1/√{d_k} ({_shape(stages.scaled)})",
-            cell + "q·k / √d_k = %{customdata[2]}",
-            **projection,
-            **pairwise,
-        ),
-        "mask": mask,
-        "masked": _figure(
-            stages.masked,
-            queries,
-            keys,
-            f"masked scores ({_shape(stages.masked)})",
-            cell + "score %{customdata[2]}",
-            **projection,
-            **pairwise,
-        ),
-        "softmax": _figure(
-            stages.probs,
-            queries,
-            keys,
-            f"softmax ({_shape(stages.probs)})",
-            cell + "weight %{customdata[2]}",
-            colorscale=ATTENTION_COLORSCALE,
-            zmin=0.0,
-            zmax=1.0,
-            **pairwise,
-        ),
-        "contributions": _figure(
-            stages.contribution_norms,
-            queries,
-            keys,
-            f"‖p_j v_j‖ ({_shape(stages.contribution_norms)})",
-            cell + "‖p_j v_j‖ = %{customdata[2]}",
-            colorscale="Blues",
-            zmin=0.0,
-            **pairwise,
-        ),
-        "output": _figure(
-            stages.output,
-            queries,
-            None,
-            f"output ({_shape(stages.output)})",
-            "output Σ_j p_j v_j of query %{customdata[0]}" + dimension,
-            **projection,
-        ),
+        key: _figure(z, *axes, f"{title} ({_shape(z)})", hover, **options)
+        for key, (z, axes, title, hover, options) in table.items()
     }

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from viz.style import ROW_HEIGHT, base_layout, head_colour
+from viz.style import ROW_HEIGHT, base_layout, head_colour, paired_bars
 from viz.tokens import display_labels
 
 
@@ -112,29 +112,13 @@ def encoding_norms(
     """
     position_norms = np.linalg.norm(np.asarray(encoding, dtype=np.float64), axis=-1)
     embedding_norms = np.asarray(embedding_norms, dtype=np.float64)
-    labels = _position_labels(pieces, len(position_norms))
-    positions = list(range(len(labels)))
-    figure = go.Figure(
+    figure = paired_bars(
+        _position_labels(pieces, len(position_norms)),
         [
-            go.Bar(
-                x=positions,
-                y=embedding_norms,
-                name="token embedding ‖e‖ (× √d_model)",
-                marker_color=head_colour(0),
-                customdata=labels,
-                hovertemplate="%{customdata}<br>‖token embedding‖ %{y:.3f}<extra></extra>",
-            ),
-            go.Bar(
-                x=positions,
-                y=position_norms,
-                name="positional encoding ‖p‖",
-                marker_color=head_colour(1),
-                customdata=labels,
-                hovertemplate="%{customdata}<br>‖positional encoding‖ %{y:.3f}<extra></extra>",
-            ),
-        ]
+            (embedding_norms, "token embedding ‖e‖ (× √d_model)", "<br>‖token embedding‖ %{y:.3f}"),
+            (position_norms, "positional encoding ‖p‖", "<br>‖positional encoding‖ %{y:.3f}"),
+        ],
     )
-    figure.update_xaxes(tickmode="array", tickvals=positions, ticktext=labels, tickangle=-60)
     figure.update_yaxes(title_text="vector length (L2 norm)")
-    figure.update_layout(barmode="group", legend={"orientation": "h", "y": 1.02, "yanchor": "bottom"})
+    figure.update_layout(barmode="group")
     return base_layout(figure, html.escape(title), height=420)

@@ -114,7 +114,7 @@ def white_figure(trace: dict[str, Any], layout: dict[str, Any]) -> go.Figure:
     trace's type, and filled by one plotly_update (plotly's public counterpart of Plotly.update), which checks that each
     top-level property exists and stores its value as given; the figure serialises to the same
     JSON as a validated one. What the validation would catch beyond a misspelt top-level name (a
-    misspelt nested property, a wrong value) is caught by the tests instead: tests/viz/test_viz.py
+    misspelt nested property, a wrong value) is caught by the tests instead: tests/viz/test_style.py
     validates every figure these builders make against plotly's schema and compares the JSON.
     Lists of objects (``annotations``, ``shapes``) do not belong in ``layout``: plotly_update
     stores them but leaves ``figure.layout.annotations`` showing the old, empty list.
@@ -193,6 +193,29 @@ def token_rows(z: np.ndarray, text: np.ndarray, row_names: list[str], **heatmap:
     )
     y_axis = {"tickmode": "array", "tickvals": list(range(rows)), "ticktext": row_names, "autorange": "reversed"}
     return go.Figure(cells, layout={"yaxis": {**y_axis, "showgrid": False}})
+
+
+def paired_bars(labels: list[str], series: list[tuple[np.ndarray, str, str]]) -> go.Figure:
+    """Two bar series over the same tokens: one position per label (HTML-safe), ticks slanted, legend on top.
+
+    ``series`` holds (values, legend name, hover after the token, e.g. "<br>length %{y:.3f}"), drawn in
+    the first two head colours. The caller sets barmode (side by side or stacked) and the value axis.
+    """
+    positions = list(range(len(labels)))
+    bars = [
+        go.Bar(
+            x=positions,
+            y=values,
+            name=name,
+            marker_color=head_colour(index),
+            customdata=labels,
+            hovertemplate=f"%{{customdata}}{hover}<extra></extra>",
+        )
+        for index, (values, name, hover) in enumerate(series)
+    ]
+    figure = go.Figure(bars, layout={"legend": {"orientation": "h", "y": 1.02, "yanchor": "bottom"}})
+    figure.update_xaxes(tickmode="array", tickvals=positions, ticktext=labels, tickangle=-60)
+    return figure
 
 
 def download_name(name: str) -> str:

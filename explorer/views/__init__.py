@@ -9,13 +9,12 @@ from __future__ import annotations
 
 from functools import partial
 
-from explorer.context import PageContext
 from explorer.views import attention, attribution, evolution, experiments, positional, quiz, steps
-from explorer.views.registry import View
+from explorer.views.registry import Registry, View
 from model.heads import KIND_TITLES
 
 # A page opens on the first view listed (cross-attention), presenter mode on the decoding steps.
-VIEWS = (
+VIEWS = Registry(
     View("cross", KIND_TITLES["cross"], partial(attention.render, kind="cross")),
     View("steps", "Decoding steps", steps.render, opens_presenter=True),
     View("encoder", KIND_TITLES["encoder"], partial(attention.render, kind="encoder")),
@@ -26,20 +25,13 @@ VIEWS = (
     View("experiments", "Experiments", experiments.render),
     View("attribution", "Word sources", attribution.render),
 )
-BY_KEY = {view.key: view for view in VIEWS}
+label = VIEWS.label
+render = VIEWS.render
 
 
 def choices(presenting: bool) -> list[str]:
     """The view picker's keys, the page's default first: presenter mode puts the view it opens on first."""
-    keys = [view.key for view in VIEWS]
+    keys = VIEWS.keys()
     if presenting:
-        keys.sort(key=lambda key: not BY_KEY[key].opens_presenter)  # stable: the rest keep their order
+        keys.sort(key=lambda key: not VIEWS[key].opens_presenter)  # stable: the rest keep their order
     return keys
-
-
-def label(key: str) -> str:
-    return BY_KEY[key].label
-
-
-def render(key: str, ctx: PageContext) -> None:
-    BY_KEY[key].render(ctx)

@@ -11,9 +11,10 @@ from explorer.context import PageContext
 from explorer.copy import DISPLAY_NAMES
 from explorer.state import ALL_QUERIES, DISPLAYS, bind, presenting
 from explorer.widgets import how_to_read, layer_and_head_pickers, show_figure
+from model.analysis.attribution import attention_rollout
 from model.heads import KIND_TITLES, head_title
-from viz.attention import grid_page_layers
 from viz.export import LessonSection
+from viz.grid import grid_page_layers
 from viz.presenter import PRESENTER_SCALE
 from viz.trace_views import AttentionAxes
 
@@ -51,15 +52,7 @@ def render(ctx: PageContext, kind: str) -> None:
             if len(grid_layers) < len(axes.stack):
                 name = f"{name}-L{layers_key(grid_layers)}"
         else:
-            figure = viz.aggregate_figure(
-                axes.stack,
-                layer,
-                axes.query_pieces,
-                axes.key_pieces,
-                rollout=kind != "cross",
-                **display.options(),
-                title=f"{title}: aggregates",
-            )
+            figure = aggregates_figure(axes, kind, layer, display.options(), f"{title}: aggregates")
             name = f"{name}-L{layer}"
         show_figure(figure, name, ctx.lesson.view, explanation)
 
@@ -116,6 +109,15 @@ def grid_figure(axes: AttentionAxes, layers: range, tokens: dict[str, bool], tit
         **tokens,
         font_scale=PRESENTER_SCALE if presenting() else 1.0,
         title=title,
+    )
+
+
+def aggregates_figure(axes: AttentionAxes, kind: str, layer: int, options: dict[str, bool], title: str) -> go.Figure:
+    """Mean and max over ``layer``'s heads and, for self-attention, the attention rollout through it (cross-attention
+    has none: its queries and keys are different tokens)."""
+    rollout = None if kind == "cross" else attention_rollout(axes.stack[: layer + 1])[-1]
+    return viz.aggregate_figure(
+        axes.stack, layer, axes.query_pieces, axes.key_pieces, rollout=rollout, **options, title=title
     )
 
 

@@ -29,6 +29,7 @@ from benchmarks import (
     subject,
     train_worker,
     training_benchmarks,
+    training_vs_torch,
 )
 from benchmarks.records import Check, Record, table
 from benchmarks.timing import percentile
@@ -263,7 +264,7 @@ def test_epoch_benchmark_times_every_batch_of_one_epoch_on_both_models(tiny_chec
     params = record["params"]
     translator = subject.load_checkpoint(tiny_checkpoint, device="cpu")
     examples = encode_examples(list(zip(english, german, strict=True)), translator.tokenizer, translator.config)
-    batches = token_batches(examples, params["max_tokens"], seed=model_benchmarks.EPOCH_SEED)
+    batches = token_batches(examples, params["max_tokens"], seed=training_vs_torch.EPOCH_SEED)
     assert params["sentences"] == len(examples) and params["batches"] == len(batches) > 1
     # one timed step per batch and side: the value is the epoch's total, not a median
     assert len(params["value_samples_s"]) == len(params["baseline_samples_s"]) == len(batches)

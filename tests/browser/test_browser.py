@@ -21,23 +21,23 @@ from model import load_checkpoint
 from model.analysis.head_stats import batch_head_statistics, readable_cross_head
 from model.heads import head_title
 from model.trace import Trace
-from tests.helpers import BAD_INPUTS, REPO, chromium, click_button, free_port, streamlit_server
+from tests.browser.pages import (
+    chart,
+    console_errors,
+    drawn_titles,
+    load_page,
+    shown_sentence,
+    step_text,
+    translation_text,
+    wait_until,
+)
+from tests.helpers import BAD_INPUTS, REPO, chromium, click_button, streamlit_server
 from viz.tokens import display_labels
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 OUTPUT = REPO / "test-output"
-WAIT_S = 90  # an upper bound for the page to react on a busy 2-core machine, not a timing assertion
 NEW_SENTENCE = "the girl sits."
-
-# JavaScript that reads what plotly drew: each chart's title and tick labels from its graph div.
-READ_CHARTS = """
-return Array.from(document.querySelectorAll('.js-plotly-plot')).map(gd => ({
-    title: (gd.layout.title && gd.layout.title.text) || '',
-    x: (gd.layout.xaxis && gd.layout.xaxis.ticktext) || [],
-    y: (gd.layout.yaxis && gd.layout.yaxis.ticktext) || [],
-}));
-"""
 
 
 @pytest.fixture(scope="module")
@@ -51,58 +51,6 @@ def server(browser_ready, tiny_checkpoint, tmp_path_factory):
 def driver(browser_ready):
     with chromium(Path(tempfile.mkdtemp(prefix="chromium-profile-"))) as browser:
         yield browser
-
-
-def wait_until(driver, condition, message: str, poll_s: float = 0.5):
-    from selenium.common.exceptions import TimeoutException
-    from selenium.webdriver.support.ui import WebDriverWait
-
-    # A page script that outlasts the driver's script timeout means a renderer starved of CPU (six pages on two slow
-    # cores), not a wrong page: poll again until WAIT_S is spent.
-    return WebDriverWait(driver, WAIT_S, poll_frequency=poll_s, ignored_exceptions=[TimeoutException]).until(
-        condition, message
-    )
-
-
-def charts(driver) -> list[dict]:
-    return driver.execute_script(READ_CHARTS)
-
-
-def chart(driver, title_start: str) -> dict | None:
-    matches = [found for found in charts(driver) if found["title"].startswith(title_start)]
-    return matches[0] if len(matches) == 1 else None
-
-
-def drawn_titles(driver) -> list[str]:
-    """The titles of plotly's charts and of the head view (our component draws its title in its SVG)."""
-    head_views = driver.execute_script(
-        "return [...document.querySelectorAll('.hv-figure')].map(svg => svg.getAttribute('aria-label'))"
-    )
-    return [found["title"] for found in charts(driver)] + head_views
-
-
-def translation_text(driver) -> str | None:
-    from selenium.webdriver.common.by import By
-
-    headings = driver.find_elements(By.CSS_SELECTOR, "[data-testid='stMarkdownContainer'] h3")
-    return headings[0].text.strip() if headings else None
-
-
-def step_text(driver) -> str:
-    from selenium.webdriver.common.by import By
-
-    paragraphs = driver.find_elements(By.XPATH, "//p[strong[starts-with(normalize-space(.), 'Step ')]]")
-    return paragraphs[0].text if paragraphs else ""
-
-
-def load_page(driver, url: str) -> None:
-    driver.get(url)
-    wait_until(driver, lambda d: chart(d, "Decoder layer") and translation_text(d), "page never drew its charts")
-
-
-def console_errors(driver) -> list[dict]:
-    """Every SEVERE console entry. Nothing is filtered: Streamlit and plotly log no errors on this page."""
-    return [entry for entry in driver.get_log("browser") if entry["level"] == "SEVERE"]
 
 
 def test_translates_redraws_and_steps(server, driver, translator):
@@ -285,31 +233,6 @@ def test_chart_titles_fit_their_charts_at_1280x800(server):
             assert console_errors(driver) == []
 
 
-def driver_sentence(driver) -> str | None:
-    """The sentence box's text, or None while the page shows no box (or is replacing it)."""
-    from selenium.common.exceptions import StaleElementReferenceException
-    from selenium.webdriver.common.by import By
-
-    boxes = driver.find_elements(By.CSS_SELECTOR, "input[aria-label='Source sentence']")
-    try:
-        return boxes[0].get_attribute("value") if boxes else None
-    except StaleElementReferenceException:
-        return None
-
-
-def shown_sentence(driver) -> str:
-    """The sentence box's text, waiting for the box: a drawn chart or head view does not mean the box is there.
-
-    CI once read no box at all right after the head view drew (a run replacing the page's elements).
-    """
-
-    def read(page) -> list[str] | None:
-        sentence = driver_sentence(page)
-        return None if sentence is None else [sentence]  # in a list, so that an empty sentence counts as read
-
-    return wait_until(driver, read, "the page shows no sentence box")[0]
-
-
 @pytest.mark.parametrize(
     ("view", "kind"), [("Decoder self-attention", "decoder"), ("Cross-attention", "cross"), ("Positional encoding", "")]
 )
@@ -333,139 +256,6 @@ def test_views_draw_without_console_errors_or_outside_requests(server, driver, t
     resources = driver.execute_script("return performance.getEntriesByType('resource').map(e => e.name)")
     outside = [name for name in resources if not name.startswith((server, "data:", "blob:"))]
     assert outside == [], "the page fetched something from outside the local server"
-
-
-# --- a classroom: many pages at once on one server, then a server restart ---
-
-CLASSROOM = [  # one sentence per page, all from the toy tokenizer's words (tests.helpers.WORDS)
-    f"{det} {color} {noun} {verb} {prep} the {place}."
-    for det, color, noun, verb, prep, place in [
-        ("a", "blue", "man", "rides", "on", "street"),
-        ("the", "red", "woman", "walks", "in", "park"),
-        ("two", "green", "dog", "plays", "in", "snow"),
-        ("three", "old", "cat", "sits", "at", "water"),
-        ("a", "young", "child", "runs", "with", "ball"),
-        ("the", "blue", "girl", "rides", "in", "snow"),
-    ]
-]
-
-
-RELOADED = 4  # pages that reload their URL after the server restarts
-POLL_S = 2.0  # six pages polled at once: every check costs the browsers CPU time too
-
-
-def edit_sentence(driver, sentence: str) -> None:
-    from selenium.webdriver.common.by import By
-    from selenium.webdriver.common.keys import Keys
-
-    box = driver.find_element(By.CSS_SELECTOR, "input[aria-label='Source sentence']")
-    box.send_keys(Keys.CONTROL, "a")
-    box.send_keys(sentence)
-    box.send_keys(Keys.ENTER)
-
-
-# One round trip for everything a classroom page is checked on: six pages poll at once on two cores.
-READ_PAGE = """
-const box = document.querySelector("input[aria-label='Source sentence']");
-const heading = document.querySelector("[data-testid='stMarkdownContainer'] h3");
-const step = Array.from(document.querySelectorAll('p > strong'))
-    .find(strong => strong.innerText.trim().startsWith('Step '));
-const cross = Array.from(document.querySelectorAll('.js-plotly-plot'))
-    .find(gd => ((gd.layout.title && gd.layout.title.text) || '').includes(': cross-attention, layer '));
-return {
-    sentence: box ? box.value : null,
-    translation: heading ? heading.innerText.trim() : null,
-    step: step ? step.parentElement.innerText : '',
-    source: cross ? cross.layout.xaxis.ticktext : null,
-};
-"""
-
-
-def shows(driver, sentence: str, expected: Trace, step: int) -> bool:
-    """The page holds this sentence, its translation, its source tokens and this decoding step."""
-    page = driver.execute_script(READ_PAGE)
-    return (
-        page["sentence"] == sentence
-        and page["translation"] == expected.translation
-        and page["source"] == display_labels(expected.source_pieces)
-        and page["step"].startswith(f"Step {step + 1} of {expected.n_steps}.")
-    )
-
-
-def in_parallel(function, *argument_lists) -> list:
-    """Run ``function`` once per page, each in its own thread; re-raise the first failure."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    with ThreadPoolExecutor(len(argument_lists[0])) as pool:
-        return list(pool.map(function, *argument_lists))
-
-
-def test_classroom_of_six_pages_then_a_server_restart(browser_ready, tiny_checkpoint, translator, tmp_path):
-    """Six pages edit and step at once, each sees only its own work; after a restart their URLs bring it back."""
-    from contextlib import ExitStack
-
-    from selenium.webdriver.common.by import By
-
-    expected = [translator.trace(sentence, beam_size=1) for sentence in CLASSROOM]  # the page's defaults
-    steps = [min(1 + index % 2, trace.n_steps - 1) for index, trace in enumerate(expected)]
-    assert len({tuple(trace.source_pieces) for trace in expected}) == len(CLASSROOM)  # every page tells apart
-    port = free_port()
-    started = time.monotonic()
-
-    def edit_and_step(driver, sentence: str, trace: Trace, step: int) -> str:
-        # A blank sentence in the URL: the page opens with its "type a sentence" message and draws nothing yet.
-        driver.get(f"http://127.0.0.1:{port}/?sentence=%20")
-        wait_until(
-            driver,
-            lambda d: "Type a sentence" in d.find_element(By.TAG_NAME, "body").text and driver_sentence(d) == " ",
-            "the blank page never appeared",
-            POLL_S,
-        )
-        edit_sentence(driver, sentence)
-        wait_until(
-            driver,
-            lambda d: d.execute_script(READ_PAGE)["translation"] == trace.translation,
-            f"{sentence!r} was never translated",
-            POLL_S,
-        )
-        click_button(driver, "Decoding steps")
-        wait_until(driver, lambda d: shows(d, sentence, trace, 0), f"{sentence!r}: the steps never showed", POLL_S)
-        for reached in range(1, step + 1):
-            click_button(driver, "Next")
-            wait_until(
-                driver, lambda d, s=reached: shows(d, sentence, trace, s), f"{sentence!r}: no step {reached}", POLL_S
-            )
-        wait_until(driver, lambda d: f"step={step}" in d.current_url, "the step never reached the URL", POLL_S)
-        return driver.current_url
-
-    def still_shows(driver, sentence: str, trace: Trace, step: int) -> list[dict]:
-        assert shows(driver, sentence, trace, step), f"{sentence!r}: the page changed while the others worked"
-        return console_errors(driver)
-
-    def reload(driver, page_url: str, sentence: str, trace: Trace, step: int) -> list[dict]:
-        console_errors(driver)  # drop what was logged while the server was down (the lost connection)
-        driver.get(page_url)
-        wait_until(driver, lambda d: shows(d, sentence, trace, step), f"{page_url} did not restore its state", POLL_S)
-        return console_errors(driver)
-
-    with ExitStack() as browsers:
-        # A small window: six software-rendered pages share two cores with the server.
-        drivers = in_parallel(
-            lambda index: browsers.enter_context(chromium(tmp_path / f"profile-{index}", 1000, 900)),
-            range(len(CLASSROOM)),
-        )
-        with streamlit_server(tiny_checkpoint.parent, tmp_path, port):
-            urls = in_parallel(edit_and_step, drivers, CLASSROOM, expected, steps)
-            print(f"classroom: {len(drivers)} pages edited and stepped after {time.monotonic() - started:.0f} s")
-            # Only now that every page is done: nothing one session did showed up on another.
-            errors = in_parallel(still_shows, drivers, CLASSROOM, expected, steps)
-        assert errors == [[]] * len(CLASSROOM)
-        assert all("sentence=" in page_url for page_url in urls)
-        with streamlit_server(tiny_checkpoint.parent, tmp_path, port):
-            kept = slice(0, RELOADED)  # pages with one step and with two
-            errors = in_parallel(reload, drivers[kept], urls[kept], CLASSROOM[kept], expected[kept], steps[kept])
-            print(f"classroom: {RELOADED} pages restored after {time.monotonic() - started:.0f} s")
-        assert errors == [[]] * RELOADED
 
 
 # Sets the sentence box the way typing does (React's value setter, an input event, then blur), so that

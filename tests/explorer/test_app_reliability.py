@@ -251,7 +251,7 @@ def test_app_defines_no_classes_so_cached_values_pickle_while_sessions_run_at_on
 
     st.cache_data pickles what it returns by class name: a value built while another session
     redefined the class fails to pickle ("not the same object as __main__.X") and that page shows
-    an exception. Ten browsers opening at once hit it (tests/browser/test_browser.py, the classroom test).
+    an exception. Ten browsers opening at once hit it (tests/browser/test_many_pages.py, the classroom test).
     """
     tree = ast.parse(Path(APP).read_text(encoding="utf-8"))
     assert [node.name for node in ast.walk(tree) if isinstance(node, ast.ClassDef)] == []

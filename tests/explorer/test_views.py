@@ -132,7 +132,7 @@ def test_48_heads_a_kind_page_the_grid_and_every_view_draws(monkeypatch, opus_sh
     pieces = len(grid["layout"]["xaxis"]["labelalias"])
     assert pieces >= 30  # a long sentence: its labels are thinned to what fits an 8-head panel
     step = grid["layout"]["xaxis"]["ticklabelstep"]
-    assert math.ceil(pieces / step) * viz.attention.TICK_LABEL_PX <= viz.attention.GRID_PLOT_WIDTH_PX / 8
+    assert math.ceil(pieces / step) * viz.grid.TICK_LABEL_PX <= viz.grid.GRID_PLOT_WIDTH_PX / 8
 
     app.selectbox(key="grid_layers").set_value("3-5").run()
     grid = chart_titled(app, "Encoder self-attention")

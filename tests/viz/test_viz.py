@@ -1,4 +1,5 @@
-"""viz/: every figure carries the captured numbers and the tokens it claims to, on a trace from a small model."""
+"""viz/: every figure carries the captured numbers and the tokens it claims to, on a trace from a small model
+(the trace fixture, tests/viz/conftest.py). The figures' shared look and their JSON: test_style.py."""
 
 from __future__ import annotations
 
@@ -6,22 +7,14 @@ import json
 import math
 
 import numpy as np
-import plotly.colors
-import plotly.io
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import viz
-from model import load_checkpoint
+from model.analysis.attribution import attention_rollout
 from model.tokenizer import word_index
-from tests.helpers import SENTENCE
 from viz.tokens import STRUCTURAL_PIECES, display_labels, display_piece, display_text, display_word, group_pieces
-
-
-@pytest.fixture(scope="module")
-def trace(tiny_checkpoint):
-    return load_checkpoint(tiny_checkpoint, device="cpu").trace(SENTENCE, beam_size=1, max_len=8)
 
 
 def ticktext(axis) -> list[str]:
@@ -175,18 +168,18 @@ def test_a_page_of_eight_heads_keeps_its_panels_on_screen_and_its_labels_apart()
     """opus-mt-en-de's 8 heads with a 40-piece sentence: three layers a page, panels no taller than the screen
     holds, and only as many tick labels as fit a panel at the narrowest page (each still named in the hover)."""
     pieces = [f"▁w{i}" for i in range(40)]
-    assert [viz.attention.grid_page_layers(heads) for heads in (4, 8, 16)] == [6, 3, 1]
+    assert [viz.grid.grid_page_layers(heads) for heads in (4, 8, 16)] == [6, 3, 1]
     figure = viz.attention_grid(opus_mt_shaped_stack(40, 40), pieces, pieces, layers=[0, 1, 2])
-    panel_width = viz.attention.GRID_PLOT_WIDTH_PX / 8
-    panel_height = viz.attention.GRID_PANEL_PX[0]  # 40 rows would ask for 480 px; an 8-head panel is 54 px wide
+    panel_width = viz.grid.GRID_PLOT_WIDTH_PX / 8
+    panel_height = viz.grid.GRID_PANEL_PX[0]  # 40 rows would ask for 480 px; an 8-head panel is 54 px wide
     assert figure.layout.height == 120 + 3 * panel_height <= 800
     x_step, y_step = figure.layout.xaxis.ticklabelstep, figure.layout.yaxis.ticklabelstep
-    label_px = viz.attention.TICK_LABEL_PX
+    label_px = viz.grid.TICK_LABEL_PX
     assert x_step > 1 and math.ceil(40 / x_step) * label_px <= panel_width
     assert y_step > 1 and math.ceil(40 / y_step) * label_px <= panel_height
     assert aliased_labels(figure.layout.xaxis) == display_labels(pieces)  # every token named in the hover
     size = figure.layout.annotations[0].font.size
-    assert viz.attention.CHAR_EM * len("head 7") * size <= panel_width  # head titles fit above their panels
+    assert viz.grid.CHAR_EM * len("head 7") * size <= panel_width  # head titles fit above their panels
     enlarged = viz.attention_grid(opus_mt_shaped_stack(40, 40), pieces, pieces, layers=[0], font_scale=1.6)
     assert enlarged.layout.xaxis.ticklabelstep > x_step  # presenter mode's larger labels: fewer of them
     assert enlarged.layout.annotations[0].font.size * math.sqrt(1.6) == pytest.approx(size)
@@ -197,7 +190,7 @@ def test_a_small_grid_labels_every_token():
     stack = np.random.default_rng(0).dirichlet(np.ones(4), size=(4, 4, 4))
     figure = viz.attention_grid(stack, pieces, pieces)
     assert figure.layout.xaxis.ticklabelstep == figure.layout.yaxis.ticklabelstep == 1
-    assert figure.layout.height == 120 + 4 * viz.attention.GRID_PANEL_PX[0]
+    assert figure.layout.height == 120 + 4 * viz.grid.GRID_PANEL_PX[0]
     assert {note.font.size for note in figure.layout.annotations} == {16}  # plotly's panel titles, as before
 
 
@@ -326,7 +319,7 @@ def direct_rollout(stack: np.ndarray) -> np.ndarray:
 @pytest.mark.parametrize("kind", ["encoder", "decoder"])
 def test_rollout_equals_direct_computation(trace, kind):
     stack = viz.attention_axes(trace, kind).stack.astype(np.float64)
-    rollout = viz.attention_rollout(stack)
+    rollout = attention_rollout(stack)
     assert rollout.shape == (stack.shape[0],) + stack.shape[-2:]
     np.testing.assert_allclose(rollout[-1], direct_rollout(stack), atol=1e-12)
     np.testing.assert_allclose(rollout[0], direct_rollout(stack[:1]), atol=1e-12)
@@ -335,19 +328,20 @@ def test_rollout_equals_direct_computation(trace, kind):
 
 def test_rollout_refuses_cross_attention(trace):
     with pytest.raises(ValueError, match="self-attention"):
-        viz.attention_rollout(viz.attention_axes(trace, "cross").stack)
+        attention_rollout(viz.attention_axes(trace, "cross").stack)
 
 
 def test_aggregate_figure_panels(trace):
     axes = viz.attention_axes(trace, "encoder")
-    figure = viz.aggregate_figure(axes.stack, 1, axes.query_pieces, axes.key_pieces)
+    through_layer_1 = attention_rollout(axes.stack[:2])[-1]
+    figure = viz.aggregate_figure(axes.stack, 1, axes.query_pieces, axes.key_pieces, rollout=through_layer_1)
     mean, maximum, rollout = (data.z for data in figure.data)
     np.testing.assert_allclose(mean, axes.stack[1].mean(axis=0), atol=1e-6)
     np.testing.assert_array_equal(maximum, axes.stack[1].max(axis=0))
     np.testing.assert_allclose(rollout, direct_rollout(axes.stack.astype(np.float64)), atol=1e-6)
     assert ticktext(figure.layout.xaxis) == display_labels(axes.key_pieces)
     cross = viz.attention_axes(trace, "cross")
-    assert len(viz.aggregate_figure(cross.stack, 0, cross.query_pieces, cross.key_pieces, rollout=False).data) == 2
+    assert len(viz.aggregate_figure(cross.stack, 0, cross.query_pieces, cross.key_pieces).data) == 2
 
 
 # --- positional encoding ---
@@ -412,106 +406,3 @@ def test_token_probabilities(trace):
     figure = viz.token_probabilities(trace.predicted_pieces, trace.step_probs)
     np.testing.assert_array_equal(figure.data[0].y, trace.step_probs)
     assert ticktext(figure.layout.xaxis) == display_labels(trace.predicted_pieces)
-
-
-# --- style and text ---
-
-
-def test_power_colorscale_bends_colours_not_values():
-    scale = viz.power_colorscale("Blues", 0.5, steps=5)
-    positions = [stop for stop, _ in scale]
-    assert positions == [0.0, 0.0625, 0.25, 0.5625, 1.0]
-    assert scale[2][1] == plotly.colors.sample_colorscale("Blues", [0.5])[0]  # weight 0.25 gets the middle colour
-
-
-NON_CARTESIAN = {"polar", "ternary", "scene", "geo"}
-
-
-def test_figures_carry_plotly_white_with_the_defaults_of_their_own_trace_types(trace):
-    white = plotly.io.templates["plotly_white"]
-    assert NON_CARTESIAN <= set(white.layout.to_plotly_json())  # what the trimmed templates leave out
-    axes = viz.attention_axes(trace, "encoder")
-    for figure, drawn in (
-        (viz.attention_heatmap(axes.stack[0, 0], axes.query_pieces, axes.key_pieces), {"heatmap"}),
-        (viz.token_probabilities(trace.predicted_pieces, trace.step_probs), {"bar"}),
-        (viz.head_view(axes.stack[0], axes.query_pieces, axes.key_pieces), {"scatter"}),
-    ):
-        template = figure.layout.template
-        cartesian = {key: value for key, value in white.layout.to_plotly_json().items() if key not in NON_CARTESIAN}
-        assert template.layout.to_plotly_json() == cartesian
-        for kind in ("bar", "heatmap", "scatter", "histogram"):
-            assert template.data[kind] == (white.data[kind] if kind in drawn else ())
-    polar = viz.style.white_template(frozenset({"barpolar"}))
-    assert polar.layout.polar == white.layout.polar and polar.data.barpolar == white.data.barpolar
-
-
-def unvalidated_figures(trace) -> list:
-    """Every kind of figure viz.style.white_figure builds without plotly's validation, options on and off, and
-    one whose template viz.style.base_layout sets without validating it again."""
-    axes = viz.attention_axes(trace, "encoder")
-    step = viz.decoding_step(trace, 1, 0)
-    figures = [
-        viz.token_probabilities(trace.predicted_pieces, trace.step_probs, title="<probabilities>"),
-        viz.top_k_figure(step.top_pieces, step.top_probabilities, step.chosen_rank, title="top"),
-    ]
-    for options in ({}, {"annotate": True, "merge_words": True}, {"show_special": False}):
-        figures.append(viz.step_attention(step.cross_rows, trace.source_pieces, **options, title="cross"))
-        figures.append(viz.attention_heatmap(axes.stack[1, 2], axes.query_pieces, axes.key_pieces, **options))
-    figures.append(viz.attention_grid(axes.stack, axes.query_pieces, axes.key_pieces))
-    return figures
-
-
-def objects_read_as_stored(node) -> bool:
-    """Whether a plotly object's graph objects (each nested object and tuple of them, read in turn) show what it
-    stores: plotly_update and plotly_relayout store values without updating the objects plotly already made."""
-
-    def read(value):
-        if isinstance(value, tuple):
-            return [read(item) for item in value]
-        if hasattr(value, "to_plotly_json"):
-            return {key: read(value[key]) for key in value.to_plotly_json()}
-        return value
-
-    def as_json(value) -> str:
-        return json.dumps(value, cls=plotly.utils.PlotlyJSONEncoder, sort_keys=True)
-
-    return as_json(read(node)) == as_json(node.to_plotly_json())
-
-
-def test_figures_built_without_validation_are_valid_plotly_and_send_the_same_json(trace):
-    for figure in unvalidated_figures(trace):
-        validated = plotly.graph_objects.Figure(figure.to_dict())  # raises on any property plotly does not know
-        assert json.loads(plotly.io.to_json(validated)) == json.loads(plotly.io.to_json(figure))
-        assert all(objects_read_as_stored(node) for node in (figure.layout, *figure.data))
-        assert figure.layout.template.layout.paper_bgcolor == "white"
-
-
-def test_figures_do_not_share_their_template(trace):
-    first, second = unvalidated_figures(trace)[:2]
-    first.layout.template.layout.paper_bgcolor = "black"
-    assert second.layout.template.layout.paper_bgcolor == "white"
-    assert unvalidated_figures(trace)[0].layout.template.layout.paper_bgcolor == "white"
-    grid = unvalidated_figures(trace)[-1]  # its template from base_layout, the same cached one as the heatmaps'
-    grid.layout.template.layout.paper_bgcolor = "black"
-    assert all(figure.layout.template.layout.paper_bgcolor == "white" for figure in unvalidated_figures(trace))
-
-
-def test_chart_config_exports_png_with_a_safe_name():
-    config = viz.chart_config("tiny en/de: <cross>")
-    assert config["toImageButtonOptions"] == {"format": "png", "filename": "tiny-en-de-cross", "scale": 2}
-    assert viz.download_name("tiny en/de: <cross>") == "tiny-en-de-cross" and viz.download_name("//") == "figure"
-    assert "zoomIn2d" in config["modeBarButtonsToRemove"] and "toImage" not in config["modeBarButtonsToRemove"]
-    json.dumps(config)
-
-
-def test_viz_exports_the_new_figure_builders():
-    for name in (
-        "fork_tokens_figure",
-        "beam_tree_figure",
-        "attention_stage_figures",
-        "head_stats_heatmap",
-        "pair_difference_heatmap",
-        "importance_heatmap",
-        "positional_attention_figure",
-    ):
-        assert name in viz.__all__ and callable(getattr(viz, name))

@@ -11,9 +11,9 @@ from explorer.context import PageContext
 from explorer.copy import EXPLANATIONS
 from explorer.state import bind, presenting
 from explorer.views.experiments import ablation, beam, internals, pairs, stats, whatif, word_order
-from explorer.views.registry import View
+from explorer.views.registry import Registry, View
 
-EXPERIMENTS = (
+EXPERIMENTS = Registry(
     View("whatif", "What if…?", whatif.render),
     View("beam", "Beam search tree", beam.render),
     View("internals", "Inside one head", internals.render),
@@ -22,19 +22,16 @@ EXPERIMENTS = (
     View("ablation", "Switch heads off", ablation.render),
     View("word_order", "Without word order", word_order.render),
 )
-BY_KEY = {experiment.key: experiment for experiment in EXPERIMENTS}
 # These compare the model's own translations, so a typed target (teacher forcing) does not reach them.
 OWN_TRANSLATION_EXPERIMENTS = ("beam", "pair", "ablation", "word_order")
 
 
 def render(ctx: PageContext) -> None:
-    keys = list(BY_KEY)
+    keys = EXPERIMENTS.keys()
     bind("experiment", options=keys)
-    choice = st.segmented_control(
-        "Experiment", keys, format_func=lambda key: BY_KEY[key].label, required=True, key="experiment"
-    )
+    choice = st.segmented_control("Experiment", keys, format_func=EXPERIMENTS.label, required=True, key="experiment")
     if not presenting():
         st.caption(EXPLANATIONS["experiments"])
     if ctx.trace.settings["mode"] == "forced" and choice in OWN_TRANSLATION_EXPERIMENTS:
         st.caption("This experiment uses the model's own translation, not the target typed for teacher forcing.")
-    BY_KEY[choice].render(ctx)
+    EXPERIMENTS.render(choice, ctx)

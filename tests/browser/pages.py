@@ -1,0 +1,91 @@
+"""What the browser tests read from a page in headless Chromium: its charts, translation, step and sentence box,
+its console errors, and waiting for it (tests/browser/test_browser.py and test_many_pages.py)."""
+
+from __future__ import annotations
+
+WAIT_S = 90  # an upper bound for the page to react on a busy 2-core machine, not a timing assertion
+# JavaScript that reads what plotly drew: each chart's title and tick labels from its graph div.
+READ_CHARTS = """
+return Array.from(document.querySelectorAll('.js-plotly-plot')).map(gd => ({
+    title: (gd.layout.title && gd.layout.title.text) || '',
+    x: (gd.layout.xaxis && gd.layout.xaxis.ticktext) || [],
+    y: (gd.layout.yaxis && gd.layout.yaxis.ticktext) || [],
+}));
+"""
+
+
+def wait_until(driver, condition, message: str, poll_s: float = 0.5):
+    from selenium.common.exceptions import TimeoutException
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    # A page script that outlasts the driver's script timeout means a renderer starved of CPU (six pages on two slow
+    # cores), not a wrong page: poll again until WAIT_S is spent.
+    return WebDriverWait(driver, WAIT_S, poll_frequency=poll_s, ignored_exceptions=[TimeoutException]).until(
+        condition, message
+    )
+
+
+def charts(driver) -> list[dict]:
+    return driver.execute_script(READ_CHARTS)
+
+
+def chart(driver, title_start: str) -> dict | None:
+    matches = [found for found in charts(driver) if found["title"].startswith(title_start)]
+    return matches[0] if len(matches) == 1 else None
+
+
+def drawn_titles(driver) -> list[str]:
+    """The titles of plotly's charts and of the head view (our component draws its title in its SVG)."""
+    head_views = driver.execute_script(
+        "return [...document.querySelectorAll('.hv-figure')].map(svg => svg.getAttribute('aria-label'))"
+    )
+    return [found["title"] for found in charts(driver)] + head_views
+
+
+def translation_text(driver) -> str | None:
+    from selenium.webdriver.common.by import By
+
+    headings = driver.find_elements(By.CSS_SELECTOR, "[data-testid='stMarkdownContainer'] h3")
+    return headings[0].text.strip() if headings else None
+
+
+def step_text(driver) -> str:
+    from selenium.webdriver.common.by import By
+
+    paragraphs = driver.find_elements(By.XPATH, "//p[strong[starts-with(normalize-space(.), 'Step ')]]")
+    return paragraphs[0].text if paragraphs else ""
+
+
+def load_page(driver, url: str) -> None:
+    driver.get(url)
+    wait_until(driver, lambda d: chart(d, "Decoder layer") and translation_text(d), "page never drew its charts")
+
+
+def console_errors(driver) -> list[dict]:
+    """Every SEVERE console entry. Nothing is filtered: Streamlit and plotly log no errors on this page."""
+    return [entry for entry in driver.get_log("browser") if entry["level"] == "SEVERE"]
+
+
+def driver_sentence(driver) -> str | None:
+    """The sentence box's text, or None while the page shows no box (or is replacing it)."""
+    from selenium.common.exceptions import StaleElementReferenceException
+    from selenium.webdriver.common.by import By
+
+    boxes = driver.find_elements(By.CSS_SELECTOR, "input[aria-label='Source sentence']")
+    try:
+        return boxes[0].get_attribute("value") if boxes else None
+    except StaleElementReferenceException:
+        return None
+
+
+def shown_sentence(driver) -> str:
+    """The sentence box's text, waiting for the box: a drawn chart or head view does not mean the box is there.
+
+    CI once read no box at all right after the head view drew (a run replacing the page's elements).
+    """
+
+    def read(page) -> list[str] | None:
+        sentence = driver_sentence(page)
+        return None if sentence is None else [sentence]  # in a list, so that an empty sentence counts as read
+
+    return wait_until(driver, read, "the page shows no sentence box")[0]

@@ -1,0 +1,151 @@
+"""A classroom in real headless Chromium: six pages at once on one server, each seeing only its own work, then a
+server restart after which their URLs bring that work back.
+
+Starts `streamlit run app.py` on a free local port with a small random checkpoint; skipped with the reason when
+Chromium is missing, except under CI=true. One page at a time: test_browser.py.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from model.trace import Trace
+from tests.browser.pages import console_errors, driver_sentence, wait_until
+from tests.helpers import chromium, click_button, free_port, streamlit_server
+from viz.tokens import display_labels
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+# --- a classroom: many pages at once on one server, then a server restart ---
+
+CLASSROOM = [  # one sentence per page, all from the toy tokenizer's words (tests.helpers.WORDS)
+    f"{det} {color} {noun} {verb} {prep} the {place}."
+    for det, color, noun, verb, prep, place in [
+        ("a", "blue", "man", "rides", "on", "street"),
+        ("the", "red", "woman", "walks", "in", "park"),
+        ("two", "green", "dog", "plays", "in", "snow"),
+        ("three", "old", "cat", "sits", "at", "water"),
+        ("a", "young", "child", "runs", "with", "ball"),
+        ("the", "blue", "girl", "rides", "in", "snow"),
+    ]
+]
+
+
+RELOADED = 4  # pages that reload their URL after the server restarts
+POLL_S = 2.0  # six pages polled at once: every check costs the browsers CPU time too
+
+
+def edit_sentence(driver, sentence: str) -> None:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    box = driver.find_element(By.CSS_SELECTOR, "input[aria-label='Source sentence']")
+    box.send_keys(Keys.CONTROL, "a")
+    box.send_keys(sentence)
+    box.send_keys(Keys.ENTER)
+
+
+# One round trip for everything a classroom page is checked on: six pages poll at once on two cores.
+READ_PAGE = """
+const box = document.querySelector("input[aria-label='Source sentence']");
+const heading = document.querySelector("[data-testid='stMarkdownContainer'] h3");
+const step = Array.from(document.querySelectorAll('p > strong'))
+    .find(strong => strong.innerText.trim().startsWith('Step '));
+const cross = Array.from(document.querySelectorAll('.js-plotly-plot'))
+    .find(gd => ((gd.layout.title && gd.layout.title.text) || '').includes(': cross-attention, layer '));
+return {
+    sentence: box ? box.value : null,
+    translation: heading ? heading.innerText.trim() : null,
+    step: step ? step.parentElement.innerText : '',
+    source: cross ? cross.layout.xaxis.ticktext : null,
+};
+"""
+
+
+def shows(driver, sentence: str, expected: Trace, step: int) -> bool:
+    """The page holds this sentence, its translation, its source tokens and this decoding step."""
+    page = driver.execute_script(READ_PAGE)
+    return (
+        page["sentence"] == sentence
+        and page["translation"] == expected.translation
+        and page["source"] == display_labels(expected.source_pieces)
+        and page["step"].startswith(f"Step {step + 1} of {expected.n_steps}.")
+    )
+
+
+def in_parallel(function, *argument_lists) -> list:
+    """Run ``function`` once per page, each in its own thread; re-raise the first failure."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(len(argument_lists[0])) as pool:
+        return list(pool.map(function, *argument_lists))
+
+
+def test_classroom_of_six_pages_then_a_server_restart(browser_ready, tiny_checkpoint, translator, tmp_path):
+    """Six pages edit and step at once, each sees only its own work; after a restart their URLs bring it back."""
+    from contextlib import ExitStack
+
+    from selenium.webdriver.common.by import By
+
+    expected = [translator.trace(sentence, beam_size=1) for sentence in CLASSROOM]  # the page's defaults
+    steps = [min(1 + index % 2, trace.n_steps - 1) for index, trace in enumerate(expected)]
+    assert len({tuple(trace.source_pieces) for trace in expected}) == len(CLASSROOM)  # every page tells apart
+    port = free_port()
+    started = time.monotonic()
+
+    def edit_and_step(driver, sentence: str, trace: Trace, step: int) -> str:
+        # A blank sentence in the URL: the page opens with its "type a sentence" message and draws nothing yet.
+        driver.get(f"http://127.0.0.1:{port}/?sentence=%20")
+        wait_until(
+            driver,
+            lambda d: "Type a sentence" in d.find_element(By.TAG_NAME, "body").text and driver_sentence(d) == " ",
+            "the blank page never appeared",
+            POLL_S,
+        )
+        edit_sentence(driver, sentence)
+        wait_until(
+            driver,
+            lambda d: d.execute_script(READ_PAGE)["translation"] == trace.translation,
+            f"{sentence!r} was never translated",
+            POLL_S,
+        )
+        click_button(driver, "Decoding steps")
+        wait_until(driver, lambda d: shows(d, sentence, trace, 0), f"{sentence!r}: the steps never showed", POLL_S)
+        for reached in range(1, step + 1):
+            click_button(driver, "Next")
+            wait_until(
+                driver, lambda d, s=reached: shows(d, sentence, trace, s), f"{sentence!r}: no step {reached}", POLL_S
+            )
+        wait_until(driver, lambda d: f"step={step}" in d.current_url, "the step never reached the URL", POLL_S)
+        return driver.current_url
+
+    def still_shows(driver, sentence: str, trace: Trace, step: int) -> list[dict]:
+        assert shows(driver, sentence, trace, step), f"{sentence!r}: the page changed while the others worked"
+        return console_errors(driver)
+
+    def reload(driver, page_url: str, sentence: str, trace: Trace, step: int) -> list[dict]:
+        console_errors(driver)  # drop what was logged while the server was down (the lost connection)
+        driver.get(page_url)
+        wait_until(driver, lambda d: shows(d, sentence, trace, step), f"{page_url} did not restore its state", POLL_S)
+        return console_errors(driver)
+
+    with ExitStack() as browsers:
+        # A small window: six software-rendered pages share two cores with the server.
+        drivers = in_parallel(
+            lambda index: browsers.enter_context(chromium(tmp_path / f"profile-{index}", 1000, 900)),
+            range(len(CLASSROOM)),
+        )
+        with streamlit_server(tiny_checkpoint.parent, tmp_path, port):
+            urls = in_parallel(edit_and_step, drivers, CLASSROOM, expected, steps)
+            print(f"classroom: {len(drivers)} pages edited and stepped after {time.monotonic() - started:.0f} s")
+            # Only now that every page is done: nothing one session did showed up on another.
+            errors = in_parallel(still_shows, drivers, CLASSROOM, expected, steps)
+        assert errors == [[]] * len(CLASSROOM)
+        assert all("sentence=" in page_url for page_url in urls)
+        with streamlit_server(tiny_checkpoint.parent, tmp_path, port):
+            kept = slice(0, RELOADED)  # pages with one step and with two
+            errors = in_parallel(reload, drivers[kept], urls[kept], CLASSROOM[kept], expected[kept], steps[kept])
+            print(f"classroom: {RELOADED} pages restored after {time.monotonic() - started:.0f} s")
+        assert errors == [[]] * RELOADED
