@@ -55,8 +55,12 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     translator = load_checkpoint(args.checkpoint, device="cpu")
-    card = translator.card
-    languages = (card.get("source_language", "en"), card.get("target_language", "de"))
+    card = translator.card  # a model.card.Card; a plain dict in trees from before it
+    languages = (
+        (card.get("source_language", "en"), card.get("target_language", "de"))
+        if isinstance(card, dict)
+        else (card.source_language or "en", card.target_language or "de")
+    )
     # the whole split, as model.train batches it: a subset sorts fewer sentences of each length into a batch, so
     # its batches pad more and its steps are slower a real token than the training loop this worker is meant to time
     pairs = read_parallel(*(split_file(args.data, "train", language) for language in languages))

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
 
 from streamlit.delta_generator import DeltaGenerator
 
 from explorer.compute import TraceKey
+from model.card import Card
 from model.checkpoint import CheckpointEntry
 from model.config import TransformerConfig
 from model.trace import Trace
@@ -72,7 +72,7 @@ class PageContext:
         return self.entry.name
 
     @property
-    def card(self) -> dict[str, Any]:
+    def card(self) -> Card:
         return self.entry.card
 
     @property

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import Any
+
+from model.card import Card, ToyTaskSection
 
 EXAMPLE_SENTENCES: dict[str, list[str]] = {
     "en": [
@@ -99,15 +100,11 @@ def example_sentences(source_language: str | None) -> list[str]:
     return EXAMPLE_SENTENCES.get((source_language or "en").lower(), EXAMPLE_SENTENCES["en"])
 
 
-def card_examples(card: dict[str, Any]) -> list[str]:
+def card_examples(card: Card) -> list[str]:
     """The inputs a checkpoint's card lists under "examples" (the toy checkpoints), else example sentences in its
     source language."""
-    listed = card.get("examples")
-    if isinstance(listed, list):
-        usable = [example for example in listed if isinstance(example, str) and example.strip()]
-        if usable:
-            return usable
-    return example_sentences(card.get("source_language"))
+    usable = [example for example in card.examples or [] if example.strip()]
+    return usable or example_sentences(card.source_language)
 
 
 def example_pairs(source_language: str | None) -> list[tuple[str, str]]:
@@ -115,67 +112,61 @@ def example_pairs(source_language: str | None) -> list[tuple[str, str]]:
     return EXAMPLE_PAIRS.get((source_language or "en").lower(), [])
 
 
-def bleu_scores(card: dict[str, Any]) -> dict[str, float]:
-    """BLEU scores on a card, labelled by split: ``scores.{split}.bleu`` (written by model.evaluate
-    --card-split), older top-level ``{split: {"bleu": ..}}`` entries, and ``valid_bleu_greedy``
-    only when nothing better is recorded."""
-    nested = card.get("scores") if isinstance(card.get("scores"), dict) else {}
-    sources = {**{k: v for k, v in card.items() if k != "scores"}, **nested}
-    scores = {name: value["bleu"] for name, value in sources.items() if isinstance(value, dict) and "bleu" in value}
-    if not scores and isinstance(card.get("valid_bleu_greedy"), (int, float)):
-        scores["valid (greedy)"] = card["valid_bleu_greedy"]
-    return {name: float(score) for name, score in scores.items() if isinstance(score, (int, float))}
+def bleu_scores(card: Card) -> dict[str, float]:
+    """BLEU scores on a card, labelled by split (``scores.{split}.bleu``, written by model.evaluate --card-split),
+    and the training run's greedy validation BLEU only when nothing better is recorded."""
+    if not card.bleu and card.valid_bleu_greedy is not None:
+        return {"valid (greedy)": float(card.valid_bleu_greedy)}
+    return card.bleu
 
 
-def describe_card(card: dict[str, Any]) -> str:
+def describe_card(card: Card) -> str:
     """One line for the checkpoint picker: languages, size and scores from card.json (Markdown)."""
-    source = card.get("source_language", "?")
-    target = card.get("target_language", "?")
+    source = "?" if card.source_language is None else card.source_language
+    target = "?" if card.target_language is None else card.target_language
     languages = f"{LANGUAGE_NAMES.get(source, source)} → {LANGUAGE_NAMES.get(target, target)}"
     parts = [escape_markdown(languages)]
-    if isinstance(card.get("parameters"), int):
-        parts.append(f"{card['parameters']:,} parameters")
+    if card.parameters is not None:
+        parts.append(f"{card.parameters:,} parameters")
     scores = bleu_scores(card)
-    toy = card_section(card, "toy_task")
-    exact = toy.get("held_out_exact_match")
-    if isinstance(exact, (int, float)):
+    toy = card.toy_task or ToyTaskSection()
+    if toy.held_out_exact_match is not None:
         # a toy task has one right answer: BLEU would only restate how often it is found
-        held_out = toy.get("held_out_pairs")
-        inputs = f"{held_out:,} new inputs" if isinstance(held_out, int) else "new inputs"
-        parts.append(f"gets {100 * exact:.1f}% of {inputs} exactly right")
+        inputs = "new inputs" if toy.held_out_pairs is None else f"{toy.held_out_pairs:,} new inputs"
+        parts.append(f"gets {100 * toy.held_out_exact_match:.1f}% of {inputs} exactly right")
     elif scores:
         parts.append("BLEU " + ", ".join(f"{score:.1f} ({escape_markdown(name)})" for name, score in scores.items()))
     else:
         parts.append("no BLEU score on its card")
-    if card.get("snapshot"):
-        parts.append(f"snapshot {escape_markdown(str(card['snapshot']))}")
+    if card.snapshot:
+        parts.append(f"snapshot {escape_markdown(card.snapshot)}")
     return " · ".join(parts)
 
 
-def card_section(card: dict[str, Any], name: str) -> dict[str, Any]:
-    """A section of a card (``domain``, ``toy_task``), or an empty one when the card has none or a malformed one."""
-    section = card.get(name)
-    return section if isinstance(section, dict) else {}
-
-
-def learned_from(card: dict[str, Any]) -> str:
+def learned_from(card: Card) -> str:
     """One line on what the model learned from (Markdown), from its card; "" when the card does not say."""
-    domain, toy = card_section(card, "domain"), card_section(card, "toy_task")
-    if isinstance(domain.get("name"), str):
-        count = domain.get("training_sentences")
-        amount = f"{count:,} " if isinstance(count, int) else ""
-        about = f", {escape_markdown(domain['description'])}," if isinstance(domain.get("description"), str) else ""
-        return f"This model learned from {amount}{escape_markdown(domain['name'])}{about} and nothing else."
-    if isinstance(toy.get("rule"), str):
-        count = toy.get("sizes", {}).get("train") if isinstance(toy.get("sizes"), dict) else None
-        amount = f"{count:,} " if isinstance(count, int) else ""
-        return f"This model learned one rule from {amount}made-up examples: {escape_markdown(toy['rule'])}."
+    domain, toy = card.domain_section, card.toy_task or ToyTaskSection()
+    if domain.name is not None:
+        count = domain.training_sentences
+        amount = "" if count is None else f"{count:,} "
+        about = "" if domain.description is None else f", {escape_markdown(domain.description)},"
+        return f"This model learned from {amount}{escape_markdown(domain.name)}{about} and nothing else."
+    if toy.rule is not None:
+        count = (toy.sizes or {}).get("train")
+        amount = "" if count is None else f"{count:,} "
+        return f"This model learned one rule from {amount}made-up examples: {escape_markdown(toy.rule)}."
     return ""
 
 
-def unlike_training_notice(card: dict[str, Any], reasons: Sequence[str]) -> str:
+def domain_name(card: Card) -> str:
+    """What the model learned from, in a word or two ("image captions"); "sentences" when the card does not say."""
+    name = card.domain_section.name
+    return "sentences" if name is None else name
+
+
+def unlike_training_notice(card: Card, reasons: Sequence[str]) -> str:
     """Why the translation may mean little, and what to try instead (Markdown)."""
-    what = card_section(card, "domain").get("name", "sentences")
+    what = domain_name(card)
     examples = " · ".join(f"“{escape_markdown(example)}”" for example in card_examples(card)[:3])
     return (
         f"**This sentence is unlike the {escape_markdown(what)} this model learned from**: "
@@ -186,16 +177,16 @@ def unlike_training_notice(card: dict[str, Any], reasons: Sequence[str]) -> str:
     )
 
 
-def rare_words_line(card: dict[str, Any], rare: Sequence[tuple[str, int]], sentences: int, shown: int = 6) -> str:
+def rare_words_line(card: Card, rare: Sequence[tuple[str, int]], sentences: int, shown: int = 6) -> str:
     """The sentence's words the model barely saw in training, with how often (Markdown, one line)."""
-    what = card_section(card, "domain").get("name", "sentences")
+    what = domain_name(card)
     listed = ", ".join(
         f"“{escape_markdown(word)}” ({'never' if count == 0 else 'once' if count == 1 else f'{count} times'})"
         for word, count in rare[:shown]
     )
     more = f" and {len(rare) - shown} more" if len(rare) > shown else ""
     return (
-        f"Barely seen in its {sentences:,} training {escape_markdown(str(what))}: {listed}{more}. "
+        f"Barely seen in its {sentences:,} training {escape_markdown(what)}: {listed}{more}. "
         "The model has little to go on for these words."
     )
 
@@ -399,11 +390,10 @@ def file_cap_notice(total: int, used: int) -> str:
 STAGE_NAMES = {"untrained": "untrained", "early": "early in training", "final": "finished model"}
 
 
-def stage_label(stage: str, card: dict[str, Any]) -> str:
+def stage_label(stage: str, card: Card) -> str:
     """A training stage's name for a chart, with its update count from the snapshot's card when known."""
     name = STAGE_NAMES.get(stage, stage)
-    step = card.get("step")
-    return f"{name} (update {step:,})" if isinstance(step, int) and stage != "final" else name
+    return f"{name} (update {card.step:,})" if card.step is not None and stage != "final" else name
 
 
 def no_snapshots(checkpoint: str) -> str:

@@ -15,7 +15,6 @@ from explorer.copy import (
     EXPLANATIONS,
     LANGUAGE_NAMES,
     card_examples,
-    card_section,
     escape_markdown,
     learned_from,
     rare_words_line,
@@ -25,6 +24,7 @@ from explorer.sidebar import checkpoint_picker, presenter_toggle, settings_contr
 from explorer.state import bind, presenting
 from explorer.widgets import show_figure
 from model.analysis.domain import domain_signals, unlike_training
+from model.card import Card
 from model.checkpoint import CheckpointEntry
 from model.heads import parse_module_name
 from model.translator import Translator
@@ -38,7 +38,7 @@ def use_example() -> None:
         st.session_state.example = None
 
 
-def source_section(card: dict, controls: DeltaGenerator | None) -> tuple[str, str | None]:
+def source_section(card: Card, controls: DeltaGenerator | None) -> tuple[str, str | None]:
     """The sentence box (Enter translates) with example sentences beside it and, with teacher forcing, the target.
 
     In presenter mode the box alone, in ``controls`` (the sidebar's slot).
@@ -72,7 +72,7 @@ def unsuitable(translator: Translator, language: str | None, text: str) -> str:
     It does not when the models read different languages (a toy task's symbols are not English), or
     when the tokenizer has no piece for part of it (<unk>): the model would translate nothing real.
     """
-    reads = translator.card.get("source_language")
+    reads = translator.card.source_language
     if language != reads:
         return f"this model reads {LANGUAGE_NAMES.get(reads, reads or 'another language')}"
     pieces = translator.tokenizer.pieces(translator.source_ids(text).ids)
@@ -87,7 +87,7 @@ def fit_sentence(translator: Translator) -> None:
     """
     switched = st.session_state.pop("checkpoint_switched", False)
     language = st.session_state.get("sentence_language")
-    st.session_state.sentence_language = translator.card.get("source_language")
+    st.session_state.sentence_language = translator.card.source_language
     text = st.session_state.get("sentence", "")
     if not switched or not text.strip():
         return
@@ -105,14 +105,14 @@ def first_head(entry: CheckpointEntry, key: ModelKey) -> tuple[int, int]:
     """The cross-attention (layer, head) the page opens on: a toy card's clearest head (its ``toy_task.clearest_head``,
     scored against the task's known alignment), else the head that reads most like a word alignment over the card's
     examples."""
-    clearest = card_section(entry.card, "toy_task").get("clearest_head")
-    if isinstance(clearest, dict) and isinstance(clearest.get("head"), int):
+    clearest = entry.card.toy_task.clearest_head if entry.card.toy_task else None
+    if clearest is not None:
         try:
-            kind, layer = parse_module_name(str(clearest.get("module")))
+            kind, layer = parse_module_name(clearest.module)
         except ValueError:  # a card that names no attention module: find a head instead
             kind, layer = "", 0
         if kind == "cross":
-            return layer, clearest["head"]
+            return layer, clearest.head
     return readable_head(key, tuple(card_examples(entry.card)))
 
 
@@ -150,8 +150,8 @@ def translation_section(ctx: PageContext, hide_output: bool) -> None:
             f"The sentence has {trace.settings['source_pieces_before_truncation']} pieces; only the first "
             f"{len(trace.source_pieces) - 1} fit the model and were used."
         )
-    calibration = card_section(ctx.card, "domain").get("calibration")
-    reasons = unlike_training(domain_signals(trace), calibration) if isinstance(calibration, dict) else []
+    calibration = ctx.card.domain_section.calibration
+    reasons = unlike_training(domain_signals(trace), calibration) if calibration is not None else []
     if reasons and trace.settings["mode"] != "forced":
         st.warning(unlike_training_notice(ctx.card, reasons), icon=":material/travel_explore:")
     if hide_output:

@@ -2,14 +2,16 @@
 source_words.json (the training source's word counts; model.analysis.domain.SourceWords reads it).
 
 Loading never unpickles anything: weights come only from safetensors, metadata only from
-JSON. Every problem names the file and what is wrong with it. An untrained model's folder may
-hold its seed instead of its weights (the card's ``initial_weights``): its weights are rebuilt
-from the seed and checked against the digest recorded with it.
+JSON. Every problem names the file and what is wrong with it. The card is a ``model.card.Card``
+(its schema lives there). An untrained model's folder may hold its seed instead of its weights (the
+card's ``initial_weights``): its weights are rebuilt from the seed and checked against the digest
+recorded with it.
 """
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import hashlib
 import json
 import threading
@@ -21,6 +23,7 @@ import safetensors
 import torch
 from safetensors.torch import load_model, save_model
 
+from model.card import Card, InitialWeights
 from model.config import TransformerConfig
 from model.tokenizer import Tokenizer
 from model.transformer import Transformer
@@ -69,7 +72,6 @@ def read_json(path: Path) -> dict[str, Any]:
     return data
 
 
-INITIAL_WEIGHTS = "initial_weights"  # card key of a folder that stores an untrained model as its seed
 # torch.manual_seed is global: two sessions rebuilding initial weights at once must not interleave their draws
 _SEEDED_INIT = threading.Lock()
 
@@ -99,11 +101,12 @@ def save_checkpoint(
     folder: str | Path,
     model: Transformer,
     tokenizer: Tokenizer,
-    card: dict[str, Any] | None = None,
+    card: Card | dict[str, Any] | None = None,
     half: bool = False,
     initial_seed: int | None = None,
 ) -> Path:
-    """Write a checkpoint folder. ``half`` stores fp16 weights (half the size; loaded back as fp32).
+    """Write a checkpoint folder. ``half`` stores fp16 weights (half the size; loaded back as fp32). ``card`` (a
+    Card, or a dict read as one) is written with the model's parameter count added when it has none.
 
     ``initial_seed``: the seed the model was created with, for a model not trained yet. When the
     model is exactly ``initial_model(config, initial_seed)`` in fp16, the card records the seed and
@@ -112,20 +115,21 @@ def save_checkpoint(
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "config.json").write_text(json.dumps(model.config.to_dict(), indent=2) + "\n")
-    card = dict(card or {})
-    card.setdefault("parameters", model.num_parameters())
+    card = dataclasses.replace(card) if isinstance(card, Card) else Card.from_dict(card or {})  # the caller's stays
+    if card.parameters is None:
+        card.parameters = model.num_parameters()
     digest = weights_digest(model) if half and initial_seed is not None else None
     if digest is not None and digest == weights_digest(initial_model(model.config, initial_seed)):
-        card[INITIAL_WEIGHTS] = {"seed": initial_seed, "dtype": "float16", "sha256": digest}
+        card.initial_weights = InitialWeights(seed=initial_seed, dtype="float16", sha256=digest)
         (folder / "model.safetensors").unlink(missing_ok=True)
     else:
-        card.pop(INITIAL_WEIGHTS, None)  # a card passed on from a seeded folder: these weights are written out
+        card.initial_weights = None  # a card passed on from a seeded folder: these weights are written out
         weights = copy.deepcopy(model).cpu()
         if half:
             weights = weights.half()
         save_model(weights, str(folder / "model.safetensors"), metadata={"dtype": "float16" if half else "float32"})
     tokenizer.save(folder)
-    write_card(folder, card)
+    card.save(folder)
     return folder
 
 
@@ -174,10 +178,10 @@ def build_model(folder: Path) -> tuple[Transformer, Tokenizer]:
                 )
     weights = folder / "model.safetensors"
     if not weights.is_file():
-        card = read_card(folder)
-        if INITIAL_WEIGHTS not in card:
+        recipe = read_card(folder).initial_weights
+        if recipe is None:
             raise CheckpointError(f"{weights}: file is missing")
-        return seeded_model(folder, config, card[INITIAL_WEIGHTS]), tokenizer
+        return seeded_model(folder, config, recipe), tokenizer
     model = Transformer(config)
     try:
         with safetensors.safe_open(str(weights), framework="pt") as handle:
@@ -191,30 +195,26 @@ def build_model(folder: Path) -> tuple[Transformer, Tokenizer]:
     return model, tokenizer
 
 
-def seeded_model(folder: Path, config: TransformerConfig, recipe: Any) -> Transformer:
+def seeded_model(folder: Path, config: TransformerConfig, recipe: InitialWeights) -> Transformer:
     """The untrained model ``recipe`` (folder's card's ``initial_weights``) describes, rebuilt from its seed
     (CPU, eval, fp16 values)."""
-    where = f"{folder / 'card.json'}: {INITIAL_WEIGHTS}"
-    if not isinstance(recipe, dict) or not isinstance(recipe.get("seed"), int) or not recipe.get("sha256"):
-        raise CheckpointError(f"{where} needs an integer seed and the sha256 of the weights, got {recipe!r}")
-    model = initial_model(config, recipe["seed"]).half()
-    if weights_digest(model) != recipe["sha256"]:
+    where = f"{folder / 'card.json'}: initial_weights"
+    model = initial_model(config, recipe.seed).half()
+    if weights_digest(model) != recipe.sha256:
         raise CheckpointError(
-            f"{where}: seed {recipe['seed']} gives other weights than the ones recorded (sha256 differs); "
+            f"{where}: seed {recipe.seed} gives other weights than the ones recorded (sha256 differs); "
             f"this PyTorch ({torch.__version__}) initialises differently from the one that wrote the folder"
         )
     return model.float().eval().requires_grad_(False)
 
 
-def write_card(folder: str | Path, card: dict[str, Any]) -> None:
-    """card.json as every tool writes it: indented, UTF-8 kept readable, one trailing newline."""
-    (Path(folder) / "card.json").write_text(json.dumps(card, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-
-
-def read_card(folder: Path) -> dict[str, Any]:
-    """card.json describes a shipped model; a folder without one still loads (with an empty card)."""
-    path = Path(folder) / "card.json"
-    return read_json(path) if path.exists() else {}
+def read_card(folder: str | Path) -> Card:
+    """card.json describes a shipped model; a folder without one still loads (with an empty card). A card that is
+    not valid JSON or does not fit model.card's schema is refused, naming the file and the key."""
+    try:
+        return Card.load(folder)
+    except ValueError as error:
+        raise CheckpointError(str(error)) from error
 
 
 @dataclass(frozen=True)
@@ -223,7 +223,7 @@ class CheckpointEntry:
 
     name: str
     path: str
-    card: dict[str, Any] = field(default_factory=dict)
+    card: Card = field(default_factory=Card)
     error: str = ""  # why the folder was skipped; empty for a usable checkpoint
 
 

@@ -16,6 +16,7 @@ import torch
 from model.analysis.attribution import Attribution, attribute
 from model.analysis.internals import AttentionStages, attention_stages
 from model.analysis.whatif import fork_prefix, resolve_choice
+from model.card import Card
 from model.decoding import (
     DEFAULT_ALPHA,
     DEFAULT_BEAM_SIZE,
@@ -57,7 +58,7 @@ class Translator:
     tokenizer: Tokenizer
     device: torch.device
     name: str = ""
-    card: dict[str, Any] = field(default_factory=dict)
+    card: Card = field(default_factory=Card)
     notices: list[str] = field(default_factory=list)  # e.g. "CUDA requested but not available: using CPU"
     _cpu_lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
     _cpu_copy: Transformer | None = field(default=None, repr=False, compare=False)

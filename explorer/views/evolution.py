@@ -42,7 +42,7 @@ def training_stages(
         except (CheckpointError, ValueError) as error:
             st.warning(f"The {escape_markdown(stage)} stage cannot be used: {escape_markdown(str(error))}")
             continue
-        translations.append((label, own.translation, card.get("description", "")))
+        translations.append((label, own.translation, card.description or ""))
     return aligned, translations
 
 

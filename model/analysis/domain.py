@@ -2,7 +2,7 @@
 
 ``domain_signals`` reads two figures of a trace (the mean log-probability of the model's own output tokens, and
 source pieces per word); ``unlike_training`` compares them with the thresholds that ``calibrate`` measured on the
-validation set and stored on the checkpoint's card (``card["domain"]["calibration"]``). ``SourceWords`` counts the
+validation set and stored on the checkpoint's card (``Card.domain.calibration``). ``SourceWords`` counts the
 words of the training source side (``source_words.json`` beside the weights) and names the rare ones in a sentence.
 
 Command line: ``python -m model.analysis.domain --checkpoint DIR --sentences val.en.gz [--card]``
@@ -26,6 +26,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from model.card import Card, DomainSection
+from model.corpus import read_lines
 from model.tokenizer import WORD_START
 from model.trace import Trace
 
@@ -238,8 +240,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     for option, path in (("--sentences", args.sentences), ("--training-sentences", args.training_sentences)):
         if path and not Path(path).is_file():
             parser.error(f"{option} {path}: file not found")
-    from model.checkpoint import load_checkpoint, read_card, write_card
-    from model.training.data import read_lines
+    from model.checkpoint import load_checkpoint
 
     if args.training_sentences:
         words = SourceWords.count(read_lines(args.training_sentences))
@@ -252,9 +253,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     command = f"python -m model.analysis.domain --checkpoint {args.checkpoint} --sentences {args.sentences}"
     calibration["measured_with"] = f"{command} --beam {args.beam}"
     if args.card:
-        card = read_card(args.checkpoint)
-        card.setdefault("domain", {})["calibration"] = calibration
-        write_card(args.checkpoint, card)
+        card = Card.load(args.checkpoint)
+        if not isinstance(card.domain, DomainSection):  # none yet, or words only (an imported model's): kept
+            card.domain = DomainSection(description=card.domain)
+        card.domain.calibration = calibration
+        card.save(args.checkpoint)
     print(json.dumps(calibration))
     return calibration
 

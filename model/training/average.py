@@ -14,12 +14,14 @@ import shlex
 import shutil
 import sys
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from model.analysis.domain import SOURCE_WORDS_FILE
+from model.card import Card, DomainSection, TrainingRun
 from model.checkpoint import CheckpointError, build_model, read_card, save_checkpoint
 from model.tokenizer import Tokenizer
 from model.training.optimization import mean_weights
@@ -46,21 +48,14 @@ def average_checkpoints(folders: list[Path]) -> tuple[Transformer, Tokenizer]:
     return model.eval(), tokenizer
 
 
-def joint_history(folders: list[Path]) -> list[dict[str, Any]]:
+def joint_history(folders: list[Path]) -> list[TrainingRun]:
     """Every training run behind the averaged checkpoints, once each, in order: a continuation's card repeats the runs
     of the checkpoint it started from (with fewer scores), so a run is known by its command, epochs and steps."""
-    runs: dict[tuple[Any, ...], dict[str, Any]] = {}
+    runs: dict[tuple[Any, ...], TrainingRun] = {}
     for folder in folders:
-        history = read_card(folder).get("history")
-        for record in history if isinstance(history, list) else []:
-            if isinstance(record, dict):
-                key = (
-                    record.get("command"),
-                    str(record.get("resumed_with")),
-                    record.get("epochs"),
-                    record.get("steps"),
-                )
-                runs.setdefault(key, record)
+        for run in read_card(folder).history or []:
+            resumes = None if run.resumed_with is None else tuple(run.resumed_with)
+            runs.setdefault((run.command, resumes, run.epochs, run.steps), run)
     return list(runs.values())
 
 
@@ -68,17 +63,17 @@ def joint_history(folders: list[Path]) -> list[dict[str, Any]]:
 RUN_FIELDS = ("scores", "valid_loss", "valid_bleu_greedy", "averaged_epochs", "best_single_epoch", "stopped")
 
 
-def averaged_card(folders: list[Path], command: str) -> dict[str, Any]:
+def averaged_card(folders: list[Path], command: str) -> Card:
     """The first checkpoint's card without what its own run measured, the runs of all of them and the average as its
     history, their commands in order as its ``train_command`` and their summed time as its ``wall_time_s``."""
-    card = {key: value for key, value in read_card(folders[0]).items() if key not in RUN_FIELDS}
-    if isinstance(card.get("domain"), dict):
-        card["domain"].pop("calibration", None)
-    card["history"] = [*joint_history(folders), {"command": command, "averaged_from": [str(f) for f in folders]}]
-    card["final_weights"] = f"the mean of the weights of {', '.join(str(folder) for folder in folders)}"
-    card["train_command"] = " ; then ".join(str(run["command"]) for run in card["history"] if run.get("command"))
-    times = [run.get("wall_time_s") for run in card["history"]]
-    card["wall_time_s"] = round(sum(t for t in times if isinstance(t, (int, float))), 1)
+    card = replace(read_card(folders[0]), **dict.fromkeys(RUN_FIELDS))  # None: left out of the card
+    if isinstance(card.domain, DomainSection):
+        card.domain = replace(card.domain, calibration=None)
+    history = [*joint_history(folders), TrainingRun(command=command, averaged_from=[str(f) for f in folders])]
+    card.history = history
+    card.final_weights = f"the mean of the weights of {', '.join(str(folder) for folder in folders)}"
+    card.train_command = " ; then ".join(run.command for run in history if run.command)
+    card.wall_time_s = round(sum(run.wall_time_s for run in history if run.wall_time_s is not None), 1)
     return card
 
 

@@ -1,8 +1,8 @@
-"""Parallel corpora: reading plain or gzipped text files, encoding them into examples, and token-bucketed batches."""
+"""Parallel corpora: reading them (each side a sentence file, model.corpus), encoding them into examples, and
+token-bucketed batches."""
 
 from __future__ import annotations
 
-import gzip
 import random
 from dataclasses import dataclass
 from pathlib import Path
@@ -10,17 +10,11 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from model.corpus import read_lines
+
 if TYPE_CHECKING:
     from model.config import TransformerConfig
     from model.tokenizer import Tokenizer
-
-
-def read_lines(path: str | Path) -> list[str]:
-    """One sentence a line; ``.gz`` files are decompressed; trailing newlines removed."""
-    path = Path(path)
-    opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt", encoding="utf-8") as handle:
-        return [line.rstrip("\n") for line in handle]
 
 
 def split_file(folder: str | Path, split: str, lang: str) -> Path:

@@ -17,8 +17,9 @@ from typing import Any
 from sacrebleu.metrics import BLEU, CHRF
 from tqdm import tqdm
 
+from model.card import Card, SplitScores
+from model.corpus import read_lines
 from model.decoding import DEFAULT_ALPHA, DEFAULT_BEAM_SIZE
-from model.training.data import read_lines
 from model.translate import add_decoding_arguments
 from model.translator import Translator
 
@@ -141,14 +142,12 @@ CARD_SCORE_KEYS = (
 def record_on_card(checkpoint: str | Path, split: str, result: dict[str, Any]) -> None:
     """Write one split's scores into card.json, keeping everything else on the card; the scores also go to
     the card's last training run in ``history`` (the run that made these weights), when it has one."""
-    from model.checkpoint import read_card, write_card  # loading model.checkpoint is slow; only --card-split needs it
-
-    card = read_card(Path(checkpoint))
-    scores = {key: result[key] for key in CARD_SCORE_KEYS if key in result}
-    card.setdefault("scores", {})[split] = scores
-    if isinstance(card.get("history"), list) and card["history"]:
-        card["history"][-1].setdefault("scores", {})[split] = scores
-    write_card(checkpoint, card)
+    card = Card.load(checkpoint)
+    scores = SplitScores.from_dict({key: result[key] for key in CARD_SCORE_KEYS if key in result}, "the scores")
+    card.scores = {**(card.scores or {}), split: scores}
+    if card.history:
+        card.history[-1].scores = {**(card.history[-1].scores or {}), split: scores}
+    card.save(checkpoint)
 
 
 def format_table(result: dict[str, Any]) -> str:

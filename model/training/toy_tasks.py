@@ -29,7 +29,8 @@ from typing import Any
 
 import numpy as np
 
-from model.checkpoint import load_checkpoint, read_card, write_card
+from model.card import Card, ToyTaskSection
+from model.checkpoint import load_checkpoint
 from model.trace import Trace
 from model.training.data import read_parallel, split_file
 
@@ -329,16 +330,17 @@ def main(argv: list[str] | None = None) -> None:
     result = check_checkpoint(task, args.check, pairs, args.traced)
     print(json.dumps(result, indent=2))
     if args.card:
-        card = read_card(Path(args.check))
+        card = Card.load(args.check)
         settings = json.loads((Path(args.data) / SETTINGS_FILE).read_text(encoding="utf-8"))
-        card["toy_task"] = {
+        measured = {
             **settings,
             "pattern": task.pattern,
             **result,
             "measured_with": "python -m model.training.toy_tasks " + " ".join(shlex.quote(a) for a in argv),
         }
-        card["examples"] = [source for source, _ in pairs[:5]]
-        write_card(args.check, card)
+        card.toy_task = ToyTaskSection.from_dict(measured, "the check's results", "toy_task")
+        card.examples = [source for source, _ in pairs[:5]]
+        card.save(args.check)
 
 
 if __name__ == "__main__":

@@ -6,9 +6,9 @@ clipping; validates (loss and greedy BLEU) every epoch, keeps the last N epoch w
 writes their average as the final checkpoint. ``--resume`` continues exactly where the last
 saved state left off. Runs unchanged under ``torchrun`` (DistributedDataParallel).
 
-``train`` reads as a run goes: ``set_up`` (folder, data, tokenizer, model, saved state), then
-per epoch ``train_epoch`` and ``end_epoch`` (validation, epoch weights, saved state), then
-``finish`` (the averaged final checkpoint).
+``train`` reads as a run goes: ``set_up`` (folder, data, tokenizer, model, saved state; what they
+are read from is model.training.start), then per epoch ``train_epoch`` and ``end_epoch`` (validation,
+epoch weights, saved state), then ``finish`` (the averaged final checkpoint and its card).
 """
 
 from __future__ import annotations
@@ -29,10 +29,11 @@ from safetensors.torch import save_file
 from tqdm import tqdm
 
 from model.analysis.domain import SourceWords
-from model.checkpoint import CheckpointError, build_model, read_card, save_checkpoint
+from model.card import BestEpoch, Card, TrainingRun
+from model.checkpoint import save_checkpoint
 from model.config import TransformerConfig
-from model.tokenizer import Tokenizer, train_sentencepiece
-from model.training.data import Example, collate, encode_examples, read_parallel, split_file, token_batches
+from model.tokenizer import Tokenizer
+from model.training.data import Example, collate, encode_examples, token_batches
 from model.training.distributed import Run
 from model.training.loss import TranslationLoss
 from model.training.optimization import (
@@ -43,120 +44,19 @@ from model.training.optimization import (
     train_step,
     weights_of,
 )
-from model.training.options import DEFAULT_DROPOUT, parse_arguments, run_arguments
+from model.training.options import parse_arguments, run_arguments
+from model.training.start import (
+    check_subword_sampling,
+    cpu_has_bf16_units,
+    get_tokenizer,
+    load_corpus,
+    make_config,
+    read_start_checkpoint,
+)
 from model.training.state import SAMPLED_FILE, STATE_FILE, load_state, save_atomically, save_state
 from model.training.validation import greedy_bleu, validation_loss
 from model.transformer import Transformer
 from model.translator import Translator
-
-
-def load_corpus(args: argparse.Namespace) -> tuple[list[tuple[str, str]], list[tuple[str, str]], dict]:
-    """Training and validation pairs from --data or the explicit files, and the paths they came from."""
-    if args.data:
-        paths = {
-            "train_src": split_file(args.data, args.train_split, args.src_lang),
-            "train_tgt": split_file(args.data, args.train_split, args.tgt_lang),
-            "valid_src": split_file(args.data, args.valid_split, args.src_lang),
-            "valid_tgt": split_file(args.data, args.valid_split, args.tgt_lang),
-        }
-    else:
-        paths = {k: getattr(args, k) for k in ("train_src", "train_tgt", "valid_src", "valid_tgt")}
-        missing = [k for k, v in paths.items() if not v]
-        if missing:
-            raise SystemExit(
-                f"give --data or all of --train-src --train-tgt --valid-src --valid-tgt (missing {missing})"
-            )
-    train = read_parallel(paths["train_src"], paths["train_tgt"])
-    valid = read_parallel(paths["valid_src"], paths["valid_tgt"])
-    return train, valid, {k: str(v) for k, v in paths.items()}
-
-
-def get_tokenizer(args: argparse.Namespace, out: Path, train: list[tuple[str, str]], run: Run) -> Tokenizer:
-    """Train once (rank 0) and save into the run folder; later calls and other ranks load it."""
-    if run.main and not ((out / "tokenizer.model").exists() or (out / "source.model").exists()):
-        sources, targets = [s for s, _ in train], [t for _, t in train]
-
-        def trained(sentences: list[str]) -> bytes:
-            return train_sentencepiece(
-                sentences, args.vocab_size, args.tokenizer_type, normalization=args.normalization
-            )
-
-        if args.separate_vocab:
-            tokenizer = Tokenizer.from_model_bytes(trained(sources), trained(targets))
-        else:
-            tokenizer = Tokenizer.from_model_bytes(trained(sources + targets))
-        tokenizer.save(out)
-    run.barrier()
-    return Tokenizer.load(out)
-
-
-def make_config(args: argparse.Namespace, tokenizer: Tokenizer) -> TransformerConfig:
-    """The model's hyper-parameters: the model options with the tokenizer's vocabulary sizes and ids, or
-    the --init-from checkpoint's own (saved with the run's arguments), with the dropout options given."""
-    # an args.json may predate the attention and activation dropout options
-    dropouts = {name: getattr(args, name, None) for name in ("dropout", "attention_dropout", "activation_dropout")}
-    if getattr(args, "init_config", None):
-        config = TransformerConfig.from_dict(args.init_config)
-        return replace(config, **{name: value for name, value in dropouts.items() if value is not None})
-    tie = not args.no_tie
-    return TransformerConfig(
-        src_vocab_size=tokenizer.vocab_size("source"),
-        tgt_vocab_size=tokenizer.vocab_size("target"),
-        d_model=args.d_model,
-        n_heads=args.heads,
-        n_encoder_layers=args.layers,
-        n_decoder_layers=args.decoder_layers or args.layers,
-        d_ff=args.d_ff,
-        dropout=DEFAULT_DROPOUT if args.dropout is None else args.dropout,
-        attention_dropout=dropouts["attention_dropout"],
-        activation_dropout=dropouts["activation_dropout"],
-        activation=args.activation,
-        norm_first=args.norm_first,
-        final_norm=args.final_norm,
-        max_len=args.max_len,
-        share_embeddings=tie and tokenizer.joint,
-        tie_output=tie,
-        output_bias=not tie,
-        **tokenizer.special_ids(),
-    )
-
-
-def earlier_history(card: dict[str, Any]) -> list[dict[str, Any]]:
-    """The training history of a checkpoint's card: its ``history`` list, or, for a card without one, one record
-    made from its top-level fields (command, resumes, time, hardware, scores)."""
-    if isinstance(card.get("history"), list):
-        return card["history"]
-    fields = {
-        "command": card.get("train_command"),
-        "resumed_with": card.get("resumed_with"),
-        "averaged_epochs": card.get("averaged_epochs"),
-        "stopped": card.get("stopped"),
-        "wall_time_s": card.get("wall_time_s"),
-        "hardware": card.get("hardware"),
-        "valid_bleu_greedy": card.get("valid_bleu_greedy"),
-        "scores": card.get("scores"),
-    }
-    return [{key: value for key, value in fields.items() if value is not None}]
-
-
-def read_start_checkpoint(args: argparse.Namespace) -> tuple[dict[str, torch.Tensor], Tokenizer]:
-    """For --init-from: the checkpoint's weights (fp32) and tokenizer. Its architecture and training history
-    go into the run's arguments (args.json), where a --resume of the new run finds them. A checkpoint whose
-    card names other languages than --src-lang / --tgt-lang is refused: its tokenizer and weights would not fit."""
-    try:
-        model, tokenizer = build_model(Path(args.init_from))
-    except CheckpointError as error:
-        raise SystemExit(f"--init-from: {error}") from error
-    card = read_card(Path(args.init_from))
-    languages = (card.get("source_language"), card.get("target_language"))
-    if None not in languages and languages != (args.src_lang, args.tgt_lang):
-        raise SystemExit(
-            f"--init-from: {args.init_from} translates {languages[0]} -> {languages[1]}, "
-            f"not {args.src_lang} -> {args.tgt_lang} (--src-lang, --tgt-lang)"
-        )
-    args.init_config = model.config.to_dict()
-    args.init_history = earlier_history(card)
-    return model.state_dict(), tokenizer
 
 
 def log_metrics(path: Path, record: dict[str, Any]) -> None:
@@ -183,7 +83,7 @@ class Training:
     loss: torch.nn.Module  # the model's TranslationLoss, or its DistributedDataParallel wrapper under torchrun
     optimizer: torch.optim.Optimizer
     translator: Translator
-    card_base: dict[str, Any]  # languages and data files, on every checkpoint card the run writes
+    card_base: Card  # languages and data files, on every checkpoint card the run writes
     use_amp: bool
     snapshot_steps: list[int]
     step: int = 0
@@ -205,7 +105,7 @@ class Training:
         folder = self.out / "snapshots" / name
         if self.run.main and not folder.exists():
             self.model.eval()
-            card = {**self.card_base, "snapshot": name, "step": self.step}
+            card = replace(self.card_base, snapshot=name, step=self.step)
             # an untrained model is stored as its seed when it is exactly what the seed creates
             seed = self.args.seed if self.step == 0 else None
             save_checkpoint(folder, self.model, self.tokenizer, card, half=True, initial_seed=seed)
@@ -285,7 +185,7 @@ def set_up(args: argparse.Namespace, run: Run) -> Training:
         loss=loss,
         optimizer=optimizer,
         translator=Translator(model, tokenizer, run.device),
-        card_base={"source_language": args.src_lang, "target_language": args.tgt_lang, "data": paths},
+        card_base=Card(source_language=args.src_lang, target_language=args.tgt_lang, data=paths),
         use_amp=(run.device.type == "cuda" and not args.no_amp) or (run.device.type == "cpu" and args.cpu_bf16),
         # a continued model is not "untrained" at step 0 nor "early" at step 200: its snapshots are its first run's
         snapshot_steps=[] if args.init_from else sorted({int(s) for s in args.snapshot_steps.split(",") if s.strip()}),
@@ -317,24 +217,6 @@ def sampled_examples(training: Training, epoch: int) -> list[Example]:
             save_atomically(drawn, path)
     drawn = training.run.broadcast(drawn)
     return [Example(src, tgt) for src, tgt in zip(drawn["src"], drawn["tgt"], strict=True)]
-
-
-def check_subword_sampling(tokenizer: Tokenizer, pair: tuple[str, str], sampling: float) -> None:
-    """Refuse --subword-sampling for a tokenizer with one segmentation per text (char and word models); its range
-    is checked when the options are parsed (options.subword_sampling)."""
-    try:
-        tokenizer.encode(pair[0], "source", sampling)
-        tokenizer.encode(pair[1], "target", sampling)
-    except RuntimeError as error:
-        raise SystemExit(
-            f"--subword-sampling needs a BPE or unigram tokenizer; this one cannot sample segmentations ({error})"
-        ) from error
-
-
-def cpu_has_bf16_units() -> bool:
-    """Whether this CPU multiplies bf16 in hardware (AVX512-BF16 or AMX), where --cpu-bf16 pays."""
-    checks = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")  # torch.cpu's, private: absent means unknown
-    return any(getattr(torch.cpu, name, lambda: True)() for name in checks)
 
 
 def train_batch(training: Training, batch: list[int], epochs_done: float) -> tuple[float, int, int]:
@@ -477,40 +359,44 @@ def write_final(training: Training, elapsed: float) -> None:
             model.load_state_dict(last_weights, strict=False)
             final_weights += f" (greedy validation BLEU above {averaged})"
     args, extra = training.args, training.extra
-    this_run = {
-        "command": args.command,
-        "resumed_with": getattr(args, "resumed_with", []),
-        "init_from": args.init_from,
-        "epochs": extra.get("epochs_done", 0),
-        "steps": training.step,
-        "averaged_epochs": [p.stem for p in averaged_epochs],
-        "final_weights": final_weights,
-        "stopped": training.stopped or f"stopped after its {args.epochs} planned epochs (--epochs {args.epochs})",
-        "wall_time_s": round(elapsed, 1),
-        "hardware": f"{platform.processor() or platform.machine()}, {torch.get_num_threads()} threads"
+    this_run = TrainingRun(
+        command=args.command,
+        resumed_with=getattr(args, "resumed_with", []),
+        init_from=args.init_from,
+        epochs=extra.get("epochs_done", 0),
+        steps=training.step,
+        averaged_epochs=[p.stem for p in averaged_epochs],
+        final_weights=final_weights,
+        stopped=training.stopped or f"stopped after its {args.epochs} planned epochs (--epochs {args.epochs})",
+        wall_time_s=round(elapsed, 1),
+        hardware=f"{platform.processor() or platform.machine()}, {torch.get_num_threads()} threads"
         + (f", {torch.cuda.get_device_name(device)}" if device.type == "cuda" else ""),
-        "valid_bleu_greedy": final_bleu,
-    }
-    card = {
-        **training.card_base,
-        "averaged_epochs": this_run["averaged_epochs"],
-        "final_weights": final_weights,
-        "valid_loss": validation_loss(model, training.valid_examples, training.config, device),
-        "valid_bleu_greedy": this_run["valid_bleu_greedy"],
-        "best_single_epoch": {"epoch": extra["best_epoch"], "valid_bleu_greedy": extra["best_bleu"]},
-        "stopped": this_run["stopped"],
-        "train_command": args.command,
-        "hardware": this_run["hardware"],
-        "wall_time_s": this_run["wall_time_s"],
-        "config": training.config.to_dict(),  # as config.json writes it
+        valid_bleu_greedy=final_bleu,
+    )
+    earlier = [  # the runs of the --init-from checkpoint, kept in args.json
+        TrainingRun.from_dict(run, "args.json", f"init_history[{index}]")
+        for index, run in enumerate(getattr(args, "init_history", []))
+    ]
+    card = replace(
+        training.card_base,
+        averaged_epochs=this_run.averaged_epochs,
+        final_weights=final_weights,
+        valid_loss=validation_loss(model, training.valid_examples, training.config, device),
+        valid_bleu_greedy=final_bleu,
+        best_single_epoch=BestEpoch(epoch=extra["best_epoch"], valid_bleu_greedy=extra["best_bleu"]),
+        stopped=this_run.stopped,
+        train_command=args.command,
+        hardware=this_run.hardware,
+        wall_time_s=this_run.wall_time_s,
+        config=training.config.to_dict(),  # as config.json writes it
         # every run that made these weights, oldest first; model.evaluate --card-split adds scores to the last
-        "history": [*getattr(args, "init_history", []), {k: v for k, v in this_run.items() if v is not None}],
-    }
+        history=[*earlier, this_run],
+    )
     save_checkpoint(out / "final", model, training.tokenizer, card, half=True)
     SourceWords.count(source for source, _ in training.train_pairs).save(out / "final")  # the page's rare words
     snapshot_dir = out / "snapshots" / "final"
-    save_checkpoint(snapshot_dir, model, training.tokenizer, {**card, "snapshot": "final"}, half=True)
-    print(f"final checkpoint: {out / 'final'} (valid greedy BLEU {card['valid_bleu_greedy']:.2f})", file=sys.stderr)
+    save_checkpoint(snapshot_dir, model, training.tokenizer, replace(card, snapshot="final"), half=True)
+    print(f"final checkpoint: {out / 'final'} (valid greedy BLEU {final_bleu:.2f})", file=sys.stderr)
 
 
 def finish(training: Training) -> None:

@@ -40,7 +40,7 @@ def checkpoints(tmp_path_factory, tiny_checkpoint) -> Path:
     folder = tmp_path_factory.mktemp("app-checkpoints")
     shutil.copytree(tiny_checkpoint, folder / "tiny-en-de")
     shutil.copytree(tiny_checkpoint, folder / "toy-de-en")
-    card = {"source_language": "de", "target_language": "en", "test_2016_flickr": {"bleu": 12.5}}
+    card = {"source_language": "de", "target_language": "en", "scores": {"test_2016_flickr": {"bleu": 12.5}}}
     (folder / "toy-de-en" / "card.json").write_text(json.dumps(card))
     (folder / "broken").mkdir()
     (folder / "broken" / "card.json").write_text("{}")

@@ -31,6 +31,7 @@ from model.analysis.head_stats import batch_head_statistics, trace_head_statisti
 from model.analysis.importance import head_importance
 from model.analysis.pairs import attention_pair
 from model.analysis.positional import compare_positional, shuffle_source_words
+from model.card import Card
 from model.checkpoint import read_card
 from model.heads import HeadRef
 from tests.helpers import (
@@ -378,8 +379,8 @@ def test_a_toy_checkpoint_offers_its_cards_examples(monkeypatch, checkpoints):
     app.query_params["checkpoint"] = TOY
     app.run()
     assert_ok(app)
-    assert app.selectbox(key="example").options == card["examples"]
-    assert app.text_input(key="sentence").value in card["examples"]
+    assert app.selectbox(key="example").options == card.examples
+    assert app.text_input(key="sentence").value in card.examples
     captions = [caption.value for caption in app.sidebar.caption]
     assert any(caption.startswith("Symbol sequence → The sequence reversed") for caption in captions)
 
@@ -391,9 +392,9 @@ def test_switching_to_a_checkpoint_the_sentence_does_not_suit_takes_its_example_
     app.text_input(key="sentence").input(SENTENCE).run()
     app.selectbox(key="checkpoint").set_value(TOY).run()  # English into a model of symbol sequences
     assert_ok(app)
-    assert app.text_input(key="sentence").value == card["examples"][0]
+    assert app.text_input(key="sentence").value == card.examples[0]
     notice = next(info.value for info in app.info if "does not suit this checkpoint" in info.value)
-    assert "reads Symbol sequence" in notice and escape_markdown(card["examples"][0]) in notice
+    assert "reads Symbol sequence" in notice and escape_markdown(card.examples[0]) in notice
     assert "<unk>" not in toy_pieces(app)  # the page shows the toy's own task, not <unk> "translated"
     app.text_input(key="sentence").input("q a q f").run()  # after the switch a person types what they like
     assert app.text_input(key="sentence").value == "q a q f" and not app.info
@@ -418,9 +419,9 @@ def toy_pieces(app: AppTest) -> list[str]:
 
 
 def test_card_examples_and_language_names():
-    assert card_examples({"examples": ["b k f s", "", 3], "source_language": "seq"}) == ["b k f s"]
-    assert card_examples({"examples": [], "source_language": "de"}) == example_sentences("de")
-    assert card_examples({}) == example_sentences("en")
+    assert card_examples(Card(examples=["b k f s", " "], source_language="seq")) == ["b k f s"]
+    assert card_examples(Card(examples=[], source_language="de")) == example_sentences("de")
+    assert card_examples(Card()) == example_sentences("en")
     for folder in sorted((REPO / "checkpoints").glob("toy-*")):
         card = read_card(folder)
-        assert card["source_language"] in LANGUAGE_NAMES and card["target_language"] in LANGUAGE_NAMES, folder.name
+        assert card.source_language in LANGUAGE_NAMES and card.target_language in LANGUAGE_NAMES, folder.name

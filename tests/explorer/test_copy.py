@@ -3,40 +3,42 @@
 from __future__ import annotations
 
 from explorer.copy import bleu_scores, describe_card, escape_markdown, example_sentences, rare_words_line
+from model.card import Card
 
 
 def test_card_summary_and_examples():
-    card = {"source_language": "de", "target_language": "en", "parameters": 2349056,
-            "test_2016_flickr": {"bleu": 35.04, "bleu_lowercase": 36.0}, "valid_bleu_greedy": 33.2}  # fmt: skip
+    scores = {"test_2016_flickr": {"bleu": 35.04, "bleu_lowercase": 36.0}}
+    card = Card.from_dict({"source_language": "de", "target_language": "en", "parameters": 2349056,
+                           "scores": scores, "valid_bleu_greedy": 33.2})  # fmt: skip
     assert bleu_scores(card) == {"test_2016_flickr": 35.04}  # the greedy validation score only when nothing else
-    assert bleu_scores({"valid_bleu_greedy": 33.2}) == {"valid (greedy)": 33.2}
-    assert bleu_scores({"scores": {"val": {"bleu": 31.8}, "test_2016_flickr": {"bleu": 32.9}}}) == {
+    assert bleu_scores(Card(valid_bleu_greedy=33.2)) == {"valid (greedy)": 33.2}
+    assert bleu_scores(Card.from_dict({"scores": {"val": {"bleu": 31.8}, "test_2016_flickr": {"bleu": 32.9}}})) == {
         "val": 31.8,
         "test_2016_flickr": 32.9,
     }
     summary = describe_card(card)
     assert "German → English" in summary and "2,349,056 parameters" in summary and "35.0" in summary
-    assert "no BLEU" in describe_card({})
+    assert "no BLEU" in describe_card(Card())
     assert example_sentences("de")[0].startswith("Ein") and example_sentences(None)[0].startswith("A man")
     assert escape_markdown("*a* <b>") == "\\*a\\* \\<b\\>"
 
 
 def test_a_toy_card_says_how_often_it_is_exactly_right_instead_of_a_bleu_label():
-    card = {"source_language": "seq", "target_language": "rev", "valid_bleu_greedy": 99.97,
-            "toy_task": {"held_out_pairs": 1000, "held_out_exact_match": 0.999}}  # fmt: skip
+    card = Card.from_dict({"source_language": "seq", "target_language": "rev", "valid_bleu_greedy": 99.97,
+            "toy_task": {"held_out_pairs": 1000, "held_out_exact_match": 0.999}})  # fmt: skip
     summary = describe_card(card)
     assert "gets 99.9% of 1,000 new inputs exactly right" in summary
     assert "BLEU" not in summary
 
 
 def test_the_rare_words_line_says_how_often_each_word_was_seen():
-    card = {"domain": {"name": "image captions"}}
+    card = Card.from_dict({"domain": {"name": "image captions"}})
     rare = [("sat", 3), ("didn't", 0), ("mat*", 1)]
     assert rare_words_line(card, rare, 29000) == (
         "Barely seen in its 29,000 training image captions: “sat” (3 times), “didn't” (never), “mat\\*” (once). "
         "The model has little to go on for these words."
     )
-    many = rare_words_line({}, [(f"w{i}", 0) for i in range(9)], 12, shown=6)
+    many = rare_words_line(Card(), [(f"w{i}", 0) for i in range(9)], 12, shown=6)
     assert (
         many.startswith("Barely seen in its 12 training sentences: “w0” (never)") and "“w5” (never) and 3 more." in many
     )

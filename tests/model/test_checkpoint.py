@@ -9,15 +9,14 @@ import pytest
 import torch
 
 from model import Transformer, load_checkpoint
+from model.card import Card
 from model.checkpoint import (
-    INITIAL_WEIGHTS,
     CheckpointError,
     find_snapshots,
     initial_model,
     read_card,
     resolve_device,
     save_checkpoint,
-    write_card,
 )
 from model.tokenizer import Tokenizer, word_index
 from tests.helpers import DEFAULT_CHECKPOINT, small_config
@@ -39,7 +38,7 @@ def test_save_and_load_give_identical_outputs(tmp_path, toy_tokenizer):
     src, tgt = torch.randint(4, vocab, (2, 6)), torch.randint(4, vocab, (2, 5))
     with torch.inference_mode():
         assert torch.equal(loaded.model(src, tgt), model(src, tgt))
-    assert loaded.card["note"] == "test" and loaded.card["parameters"] == model.num_parameters()
+    assert loaded.card.extra["note"] == "test" and loaded.card.parameters == model.num_parameters()
     assert loaded.config == model.config
 
 
@@ -63,7 +62,7 @@ def test_an_untrained_model_is_stored_as_its_seed_and_rebuilt_exactly(tmp_path, 
     untrained = initial_model(config, seed=7).eval()
     save_checkpoint(tmp_path / "seeded", untrained, toy_tokenizer, {"snapshot": "untrained"}, half=True, initial_seed=7)
     assert not (tmp_path / "seeded" / "model.safetensors").exists()
-    assert read_card(tmp_path / "seeded")[INITIAL_WEIGHTS]["seed"] == 7
+    assert read_card(tmp_path / "seeded").initial_weights.seed == 7
     save_checkpoint(tmp_path / "stored", untrained, toy_tokenizer, half=True)  # the same model, weights written
     torch.manual_seed(0)  # rebuilding leaves the caller's random state alone
     before = torch.rand(3)
@@ -80,21 +79,24 @@ def test_a_model_its_seed_does_not_make_keeps_its_weights(tmp_path, toy_tokenize
     trained = initial_model(config, seed=7)
     with torch.no_grad():
         next(trained.parameters()).add_(0.5)  # one update's worth of change
-    save_checkpoint(tmp_path / "m", trained, toy_tokenizer, {INITIAL_WEIGHTS: {"seed": 7}}, half=True, initial_seed=7)
-    assert (tmp_path / "m" / "model.safetensors").is_file() and INITIAL_WEIGHTS not in read_card(tmp_path / "m")
+    passed_on = Card.from_dict({"initial_weights": {"seed": 7, "sha256": "0" * 64}})  # a seeded folder's card
+    save_checkpoint(tmp_path / "m", trained, toy_tokenizer, passed_on, half=True, initial_seed=7)
+    assert (tmp_path / "m" / "model.safetensors").is_file() and read_card(tmp_path / "m").initial_weights is None
+    assert passed_on.initial_weights.seed == 7  # the caller's card is left as it was
 
 
 def test_a_seed_that_rebuilds_other_weights_is_refused(tmp_path, toy_tokenizer):
     untrained = initial_model(small_config(toy_tokenizer.vocab_size("source")), seed=7)
     folder = save_checkpoint(tmp_path / "m", untrained, toy_tokenizer, half=True, initial_seed=7)
     card = read_card(folder)
-    card[INITIAL_WEIGHTS]["seed"] = 8  # as a PyTorch that initialises differently would rebuild it
-    write_card(folder, card)
+    card.initial_weights.seed = 8  # as a PyTorch that initialises differently would rebuild it
+    card.save(folder)
     with pytest.raises(CheckpointError, match=r"card\.json: initial_weights: seed 8 gives other weights"):
         load_checkpoint(folder)
-    card[INITIAL_WEIGHTS] = {"seed": "8"}
-    write_card(folder, card)
-    with pytest.raises(CheckpointError, match="needs an integer seed"):
+    data = card.to_dict()
+    data["initial_weights"]["seed"] = "8"
+    (folder / "card.json").write_text(json.dumps(data))
+    with pytest.raises(CheckpointError, match=r"card\.json: initial_weights\.seed: expected an integer"):
         load_checkpoint(folder)
 
 
@@ -198,12 +200,12 @@ def test_averaging_checkpoints_writes_the_mean_of_their_weights(tmp_path, toy_to
     weights = [load_checkpoint(folder, device="cpu").model.state_dict() for folder in (*folders, out)]
     for name, value in weights[2].items():  # stored in fp16
         torch.testing.assert_close(value, (weights[0][name] + weights[1][name]) / 2, atol=2e-3, rtol=1e-3)
-    card = json.loads((out / "card.json").read_text())
-    assert "scores" not in card  # the first checkpoint's scores are not the mean's
-    assert [run["command"] for run in card["history"][:2]] == ["run 1", "run 2"]
-    assert card["train_command"].startswith("run 1 ; then run 2 ; then python -m model.training.average")
-    assert card["wall_time_s"] == 90.5
-    assert card["history"][2]["averaged_from"] == [str(folder) for folder in folders] and len(card["history"]) == 3
+    card = read_card(out)
+    assert card.scores is None  # the first checkpoint's scores are not the mean's
+    assert [run.command for run in card.history[:2]] == ["run 1", "run 2"]
+    assert card.train_command.startswith("run 1 ; then run 2 ; then python -m model.training.average")
+    assert card.wall_time_s == 90.5
+    assert card.history[2].averaged_from == [str(folder) for folder in folders] and len(card.history) == 3
     assert (out / SOURCE_WORDS_FILE).read_text() == (folders[0] / SOURCE_WORDS_FILE).read_text()
 
     torch.manual_seed(3)

@@ -23,7 +23,7 @@ from model.analysis.domain import (
     unlike_training,
 )
 from model.checkpoint import read_card
-from model.training.data import read_lines
+from model.corpus import read_lines
 from tests.helpers import CAT, DEFAULT_CHECKPOINT, REPO, SENTENCE, UNLIKE_CAPTIONS
 
 DATA = REPO.parent / "shared" / "data" / "multi30k"
@@ -67,7 +67,7 @@ def test_calibration_sets_the_thresholds_at_the_validation_percentiles(tiny_chec
 def test_the_shipped_model_flags_a_sentence_unlike_captions_and_not_validation_captions(shipped_en_de):
     if not VALIDATION.exists():
         pytest.skip(f"{VALIDATION} is missing (../shared/data beside the checkout)")
-    calibration = read_card(DEFAULT_CHECKPOINT)["domain"]["calibration"]
+    calibration = read_card(DEFAULT_CHECKPOINT).domain_section.calibration
     assert unlike_training(domain_signals(shipped_en_de.trace(UNLIKE_CAPTIONS, beam_size=1)), calibration)
     with gzip.open(VALIDATION, "rt", encoding="utf-8") as lines:
         captions = [next(lines).strip() for _ in range(20)]
@@ -80,10 +80,10 @@ def test_the_shipped_model_flags_a_sentence_unlike_captions_and_not_validation_c
 
 
 def test_the_shipped_card_says_what_the_model_learned_from(shipped_en_de):
-    domain = read_card(DEFAULT_CHECKPOINT)["domain"]
-    assert domain["name"] == "image captions" and domain["training_sentences"] == 29000
-    assert domain["examples"] and domain["calibration"]["sentences"] == 1014
-    assert Path(domain["calibration"]["measured_with"].split("--sentences ")[1].split()[0]).name == "val.en.gz"
+    domain = read_card(DEFAULT_CHECKPOINT).domain_section
+    assert domain.name == "image captions" and domain.training_sentences == 29000
+    assert domain.examples and domain.calibration["sentences"] == 1014
+    assert Path(domain.calibration["measured_with"].split("--sentences ")[1].split()[0]).name == "val.en.gz"
 
 
 def test_source_words_name_the_rarely_seen_words_of_a_sentence_once_each_in_order(tmp_path):
@@ -156,7 +156,7 @@ def test_each_shipped_checkpoint_counts_its_own_training_source(name, language):
         pytest.skip(f"needs checkpoints/{name} and {train}")
     words = SourceWords.load(folder)
     assert words == SourceWords.count(read_lines(train))
-    assert words.sentences == read_card(folder)["domain"]["training_sentences"]
+    assert words.sentences == read_card(folder).domain_section.training_sentences
     if language == "en":
         assert words.rare(CAT) == [("sat", 3)]
         assert words.rare("A man in a blue shirt is riding a bike.") == []

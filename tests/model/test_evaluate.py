@@ -155,6 +155,8 @@ def test_cli_names_missing_files_and_misaligned_lines(tiny_checkpoint, tmp_path,
 def test_card_split_records_scores_and_keeps_the_card(tiny_checkpoint, tmp_path):
     import shutil
 
+    from model.card import TrainingRun
+    from model.checkpoint import read_card
     from model.training.evaluate import main
 
     folder = tmp_path / "ckpt"
@@ -183,19 +185,19 @@ def test_card_split_records_scores_and_keeps_the_card(tiny_checkpoint, tmp_path)
             "1.0",
         ]
     )
-    card = json.loads((folder / "card.json").read_text())
-    assert card["source_language"] == "en"  # the rest of the card survives
-    assert card["scores"]["val"]["bleu"] == result["bleu"]
-    assert card["scores"]["val"]["length_penalty"] == result["length_penalty"] == 1.0
-    assert card["scores"]["val"]["bleu_lowercase"] == result["bleu_lowercase"]
-    assert "history" not in card  # a card without a training history does not get one from scores alone
+    card = read_card(folder)
+    assert card.source_language == "en" and card.data == "random weights (tests)"  # the rest of the card survives
+    assert card.scores["val"].bleu == result["bleu"]
+    assert card.scores["val"].length_penalty == result["length_penalty"] == 1.0
+    assert card.scores["val"].bleu_lowercase == result["bleu_lowercase"]
+    assert card.history is None  # a card without a training history does not get one from scores alone
 
-    card["history"] = [{"command": "first run"}, {"command": "continued run"}]
-    (folder / "card.json").write_text(json.dumps(card))
+    card.history = [TrainingRun(command="first run"), TrainingRun(command="continued run")]
+    card.save(folder)
     main(["--checkpoint", str(folder), "--src", str(src), "--ref", str(ref), "--beam", "1", "--device", "cpu"]
          + ["--max-len", "6", "--quiet", "--card-split", "test"])  # fmt: skip
-    history = json.loads((folder / "card.json").read_text())["history"]
-    assert "scores" not in history[0] and history[1]["scores"]["test"]["beam_size"] == 1  # the run that made them
+    history = read_card(folder).history
+    assert history[0].scores is None and history[1].scores["test"].beam_size == 1  # the run that made them
 
 
 def test_by_rarest_word_scores_each_group_of_sentences(tiny_checkpoint, translator, tmp_path, capsys):

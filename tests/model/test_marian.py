@@ -20,7 +20,7 @@ import pytest
 import torch
 
 from model import capture_attention, load_checkpoint
-from model.checkpoint import CheckpointError
+from model.checkpoint import CheckpointError, read_card
 from model.decoding import greedy_decode
 from model.interop.marian import import_marian
 from model.tokenizer import Tokenizer
@@ -82,11 +82,11 @@ def test_greedy_translations_equal_generate(marian):
 
 def test_card_and_config_record_the_source_and_its_generation_defaults(marian):
     hf_model, _, source, out = marian
-    card = json.loads((out / "card.json").read_text(encoding="utf-8"))
-    assert card["source_model"] == "opus-mt-tiny" and card["licence"] == "cc-by-4.0"
-    assert (card["source_language"], card["target_language"]) == ("en", "de")
-    assert card["conversion"]["dtype"] == "float32"
-    defaults = card["generation_defaults"]
+    card = read_card(out)  # an imported model's card: its own keys kept beside the ones every card has
+    assert card.extra["source_model"] == "opus-mt-tiny" and card.extra["licence"] == "cc-by-4.0"
+    assert card.languages == ("en", "de") and card.domain == "broad (OPUS parallel data)"
+    assert card.extra["conversion"]["dtype"] == "float32"
+    defaults = card.extra["generation_defaults"]
     assert (defaults["num_beams"], defaults["max_length"]) == (4, 512)
     assert defaults["forced_eos_token_id"] == hf_model.config.eos_token_id
     config = json.loads((out / "config.json").read_text(encoding="utf-8"))

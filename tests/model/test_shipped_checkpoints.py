@@ -8,14 +8,12 @@ tests/explorer/test_shipped_checkpoints.py).
 
 from __future__ import annotations
 
-import json
-
 import pytest
 import sacrebleu
 
 from model import load_checkpoint
 from model.analysis.head_stats import batch_head_statistics, readable_cross_head
-from model.checkpoint import read_config
+from model.checkpoint import read_card, read_config
 from model.training.data import read_lines
 from tests.helpers import REPO, SHIPPED_MODELS
 
@@ -25,15 +23,15 @@ DATA = REPO.parent / "shared" / "data" / "multi30k"
 def test_card_matches_the_files(shipped_model):
     name, folder, translator = shipped_model
     source, target, _ = SHIPPED_MODELS[name]
-    card = json.loads((folder / "card.json").read_text())
-    assert card["source_language"] == source and card["target_language"] == target
-    assert card["parameters"] == translator.model.num_parameters() <= 10_000_000
-    assert card["config"] == read_config(folder).to_dict()
+    card = read_card(folder)
+    assert card.languages == (source, target)
+    assert card.parameters == translator.model.num_parameters() <= 10_000_000
+    assert card.config == read_config(folder).to_dict()
     for split in ("val", "test_2016_flickr"):
-        scores = card["scores"][split]
-        assert scores["beam_size"] == 5 and scores["bleu"] > 0 and scores["bleu_lowercase"] >= scores["bleu"]
+        scores = card.scores[split]
+        assert scores.beam_size == 5 and scores.bleu > 0 and scores.bleu_lowercase >= scores.bleu
     for key in ("train_command", "hardware", "wall_time_s", "data"):
-        assert card[key], key
+        assert getattr(card, key), key
     assert sum(f.stat().st_size for f in (REPO / "checkpoints").rglob("*") if f.is_file()) < 60 * 2**20
 
 
@@ -54,7 +52,7 @@ def test_french_puts_the_adjective_after_the_noun_and_cross_attention_crosses():
     on (measured as the page measures it), the step writing "voiture" reads "car" and the step writing "rouge" reads
     "red": the lines cross, since "red" comes before "car" and "rouge" after "voiture"."""
     translator = load_checkpoint(REPO / "checkpoints" / "multi30k-en-fr", device="cpu")
-    examples = translator.card["examples"]
+    examples = translator.card.examples
     assert examples[0] == "A man is driving a red car."
     layer, head = readable_cross_head(batch_head_statistics(translator, examples, beam_size=1))
     trace = translator.trace(examples[0], beam_size=1)

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from model import load_checkpoint
-from model.checkpoint import scan_checkpoints
+from model.checkpoint import read_card, scan_checkpoints
 from model.tokenizer import Tokenizer, train_sentencepiece
 from model.training.data import read_parallel, split_file
 from model.training.toy_tasks import (
@@ -108,18 +108,17 @@ def test_identity_normalization_keeps_the_pieces_and_drops_the_table():
 def shipped(request):
     folder = CHECKPOINTS / f"toy-{request.param}"
     assert (folder / "model.safetensors").is_file(), f"{folder} is not shipped"
-    card = json.loads((folder / "card.json").read_text())
-    return request.param, folder, card, load_checkpoint(folder, device="cpu")
+    return request.param, folder, read_card(folder), load_checkpoint(folder, device="cpu")
 
 
 @pytest.fixture(scope="module")
 def held_out(shipped):
     """HELD_OUT pairs from an unused seed, none of them in the training draw described on the card."""
     name, _, card, _ = shipped
-    settings = card["toy_task"]
+    settings = card.toy_task
     task = TASKS[name]
-    lengths = Lengths(**settings["lengths"]) if task.uses_lengths else Lengths()
-    training_draw = generate_splits(task, settings["sizes"], settings["seed"], lengths)
+    lengths = Lengths(**settings.lengths) if task.uses_lengths else Lengths()
+    training_draw = generate_splits(task, settings.sizes, settings.seed, lengths)
     seen = {source for pairs in training_draw.values() for source, _ in pairs}
     train_sources = {source for source, _ in training_draw["train"]}
     pairs = generate_pairs(task, HELD_OUT, random.Random(HELD_OUT_SEED), lengths, exclude=set(seen))
@@ -129,15 +128,15 @@ def held_out(shipped):
 
 def test_card_says_how_it_was_made(shipped):
     name, folder, card, translator = shipped
-    settings = card["toy_task"]
-    assert settings["task"] == name and settings["seed"] != HELD_OUT_SEED
-    assert settings["generator_command"].startswith(f"python -m model.toy_tasks --task {name} --out ")
-    assert card["train_command"].startswith("python -m model.train ")
-    assert "--tokenizer-type word" in card["train_command"]
-    assert settings["measured_with"].startswith(f"python -m model.toy_tasks --task {name} --check ")
-    assert settings["held_out_exact_match"] >= 0.99 and settings["pattern"]
-    assert card["parameters"] == translator.model.num_parameters()
-    assert all(translator.translate(example, beam_size=1) for example in card["examples"])
+    settings = card.toy_task
+    assert settings.task == name and settings.seed != HELD_OUT_SEED
+    assert settings.generator_command.startswith(f"python -m model.toy_tasks --task {name} --out ")
+    assert card.train_command.startswith("python -m model.train ")
+    assert "--tokenizer-type word" in card.train_command
+    assert settings.measured_with.startswith(f"python -m model.toy_tasks --task {name} --check ")
+    assert settings.held_out_exact_match >= 0.99 and settings.pattern
+    assert card.parameters == translator.model.num_parameters()
+    assert all(translator.translate(example, beam_size=1) for example in card.examples)
 
 
 def test_every_word_is_one_piece(shipped, held_out):
@@ -177,8 +176,8 @@ def test_attention_shows_the_expected_pattern(shipped, held_out):
     shares = {key: count / steps for key, count in hits.items()}
     best = max(shares, key=shares.get)
     assert shares[best] >= 0.9, f"{name}: best head {best} puts {shares[best]:.0%} of steps on the expected position"
-    named = card["toy_task"]["clearest_head"]
-    assert shares[named["module"], named["head"]] >= 0.9, f"{name}: the head named on the card is not the pattern"
+    named = card.toy_task.clearest_head
+    assert shares[named.module, named.head] >= 0.9, f"{name}: the head named on the card is not the pattern"
     if name == "svo-sov":
         verb_share = max(verb_hits.values()) / TRACED
         assert verb_share >= 0.9, f"the verb's output step reads the verb in only {verb_share:.0%} of sentences"
@@ -191,9 +190,9 @@ def test_training_snapshots_are_shipped_and_learn_less(shipped, held_out):
     exact = {}
     for snapshot, step in (("untrained", 0), ("early", 200)):
         translator = load_checkpoint(folder / "snapshots" / snapshot, device="cpu")
-        snapshot_card = json.loads((folder / "snapshots" / snapshot / "card.json").read_text())
-        assert (snapshot_card["snapshot"], snapshot_card["step"]) == (snapshot, step)
-        assert snapshot_card["toy_task"]["task"] == name
+        snapshot_card = read_card(folder / "snapshots" / snapshot)
+        assert (snapshot_card.snapshot, snapshot_card.step) == (snapshot, step)
+        assert snapshot_card.toy_task.task == name
         outputs = translator.translate_batch(sources, beam_size=1)
         exact[snapshot] = sum(o == t for o, t in zip(outputs, targets, strict=True)) / len(targets)
     assert exact["untrained"] == 0 and exact["early"] < 0.9, exact

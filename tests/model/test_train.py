@@ -23,7 +23,7 @@ import torch
 from safetensors.torch import load_file
 
 from model.analysis.domain import SourceWords
-from model.checkpoint import load_checkpoint
+from model.checkpoint import load_checkpoint, read_card
 from model.training import train as train_module
 from model.training.data import Example, read_lines, token_batches
 from model.training.state import SAMPLED_FILE
@@ -109,10 +109,10 @@ def test_training_learns_the_reverse_task(reference_run, corpus):
     exact = sum(h == r for h, r in zip(hypotheses, references, strict=True)) / len(references)
     wrong = [(s, h) for s, h, r in zip(sources, hypotheses, references, strict=True) if h != r]
     assert exact >= 0.95, f"{exact:.1%} exact on held-out sequences; e.g. {wrong[:5]}"
-    card = json.loads((reference_run / "final" / "card.json").read_text())
-    assert card["averaged_epochs"] and card["valid_bleu_greedy"] > 90
-    assert card["final_weights"] == f"the average of {card['averaged_epochs'][0]}-{card['averaged_epochs'][-1]}"
-    assert card["config"] == json.loads((reference_run / "final" / "config.json").read_text())  # the files' own
+    card = read_card(reference_run / "final")
+    assert card.averaged_epochs and card.valid_bleu_greedy > 90
+    assert card.final_weights == f"the average of {card.averaged_epochs[0]}-{card.averaged_epochs[-1]}"
+    assert card.config == json.loads((reference_run / "final" / "config.json").read_text())  # the files' own
     # the training source's words, counted for the page's "barely seen" line
     assert SourceWords.load(reference_run / "final") == SourceWords.count(read_lines(corpus / "train.src"))
 
@@ -122,10 +122,10 @@ def test_the_untrained_snapshot_is_stored_as_the_runs_seed(reference_run):
     from the seed and checks the digest, so a snapshot that loads is the run's initial model."""
     snapshot = reference_run / "snapshots" / "untrained"
     assert not (snapshot / "model.safetensors").exists()
-    card = json.loads((snapshot / "card.json").read_text())
-    assert card["step"] == 0 and card["initial_weights"]["seed"] == SEED
+    card = read_card(snapshot)
+    assert card.step == 0 and card.initial_weights.seed == SEED
     untrained = load_checkpoint(snapshot, device="cpu").model
-    assert card["parameters"] == untrained.num_parameters()
+    assert card.parameters == untrained.num_parameters()
 
 
 def test_resume_continues_where_the_run_stopped(reference_run, corpus, tmp_path, capsys):
@@ -151,18 +151,14 @@ def test_resume_continues_where_the_run_stopped(reference_run, corpus, tmp_path,
     state = torch.load(out / "state.pt", map_location="cpu", weights_only=True)
     assert (state["epoch"], state["batch_in_epoch"], state["step"]) == (3, 1, 2 * steps_per_epoch + 1)
     assert len(read_metrics(out)) == 2
-    assert json.loads((out / "final" / "card.json").read_text())["stopped"] == "--max-minutes reached in epoch 3"
+    assert read_card(out / "final").stopped == "--max-minutes reached in epoch 3"
     capsys.readouterr()
 
     train_module.main(["--out", str(out), "--resume", "--epochs", str(EPOCHS), "--device", "cpu", "--threads", "1"])
     assert f"resuming at epoch 3, batch 1, step {2 * steps_per_epoch + 1}" in capsys.readouterr().err
     # the card says why this session ended, not the last one's --max-minutes
-    card = json.loads((out / "final" / "card.json").read_text())
-    assert (
-        card["stopped"]
-        == card["history"][-1]["stopped"]
-        == f"stopped after its {EPOCHS} planned epochs (--epochs {EPOCHS})"
-    )
+    card = read_card(out / "final")
+    assert card.stopped == card.history[-1].stopped == f"stopped after its {EPOCHS} planned epochs (--epochs {EPOCHS})"
 
     resumed, reference = read_metrics(out), read_metrics(reference_run)
     assert [m["epoch"] for m in resumed] == list(range(1, EPOCHS + 1))
@@ -260,7 +256,7 @@ def test_init_from_continues_from_a_saved_checkpoint_and_keeps_its_history(corpu
     first, second = tmp_path / "first", tmp_path / "continued"
     train_module.main(["--data", str(corpus), "--out", str(first), "--epochs", "3", *TRAIN_OPTIONS])
     before = read_metrics(first)
-    start_card = json.loads((first / "final" / "card.json").read_text())
+    start_card = read_card(first / "final")
 
     # the model options in TRAIN_OPTIONS are not used (the checkpoint's are); the later --lr and --warmup win
     continue_options = ["--data", str(corpus), "--out", str(second), "--init-from", str(first / "final")]
@@ -270,18 +266,18 @@ def test_init_from_continues_from_a_saved_checkpoint_and_keeps_its_history(corpu
     untrained_loss = before[0]["train_loss"]  # epoch 1 of the first run: what a model starting cold reaches
     assert after[0]["train_loss"] < 0.8 * untrained_loss
     assert after[0]["train_loss"] < 1.1 * before[-1]["train_loss"]  # where the checkpoint left off (fp16 weights)
-    assert after[-1]["valid_loss"] < start_card["valid_loss"]  # and better than it
+    assert after[-1]["valid_loss"] < start_card.valid_loss  # and better than it
     assert [m["train_loss"] for m in after] == sorted((m["train_loss"] for m in after), reverse=True)
     assert (second / "tokenizer.model").read_bytes() == (first / "final" / "tokenizer.model").read_bytes()
     assert not (second / "snapshots" / "untrained").exists()  # a continued model is not untrained at its step 0
 
-    card = json.loads((second / "final" / "card.json").read_text())
-    assert card["config"] == start_card["config"]  # the checkpoint's architecture, not the option defaults
-    history = card["history"]
-    assert [run["command"] for run in history] == [start_card["train_command"], card["train_command"]]
-    assert history[0]["valid_bleu_greedy"] == start_card["valid_bleu_greedy"]
-    assert history[1]["init_from"] == str(first / "final") and history[1]["epochs"] == 3
-    assert history[1]["steps"] == after[-1]["step"] and history[1]["valid_bleu_greedy"] == card["valid_bleu_greedy"]
+    card = read_card(second / "final")
+    assert card.config == start_card.config  # the checkpoint's architecture, not the option defaults
+    history = card.history
+    assert [run.command for run in history] == [start_card.train_command, card.train_command]
+    assert history[0].valid_bleu_greedy == start_card.valid_bleu_greedy
+    assert history[1].init_from == str(first / "final") and history[1].epochs == 3
+    assert history[1].steps == after[-1]["step"] and history[1].valid_bleu_greedy == card.valid_bleu_greedy
 
     with pytest.raises(SystemExit, match="--init-from starts a new run"):
         train_module.main(["--out", str(second), "--resume", "--init-from", str(first / "final")])
@@ -368,4 +364,4 @@ def test_cpu_bf16_training_learns_as_the_fp32_reference_does(reference_run, corp
     assert max(relative_differences("train_loss", slice(None))) < 0.15
     assert ours[-1]["valid_loss"] < 0.3 * ours[0]["valid_loss"]  # it learns the task, as the reference does
     assert json.loads((out / "args.json").read_text())["cpu_bf16"] is True
-    assert "--cpu-bf16" in json.loads((out / "final" / "card.json").read_text())["train_command"]
+    assert "--cpu-bf16" in read_card(out / "final").train_command

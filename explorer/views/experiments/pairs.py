@@ -24,7 +24,7 @@ def use_example_pair(pairs: list[tuple[str, str]]) -> None:
 def render(ctx: PageContext) -> None:
     trace, lesson = ctx.trace, ctx.lesson.view
     explanation = how_to_read("pairs")
-    pairs = example_pairs(ctx.card.get("source_language"))
+    pairs = example_pairs(ctx.card.source_language)
     if pairs and not presenting():
         st.selectbox(
             "Example pairs",
