@@ -15,7 +15,7 @@ from benchmarks.records import Check, Record
 from benchmarks.subject import sentence_with_pieces
 from benchmarks.timing import alternate
 from model import capture_attention
-from model.analysis.attribution import ATTRIBUTION_METHODS
+from model.analysis.attribution import ATTRIBUTION_METHODS, attribute
 from model.decoding import greedy_decode, next_token_log_probs
 from model.interop import export_torch
 from model.interop.marian import marian_config
@@ -366,7 +366,7 @@ def attribution_ms(ctx: Context) -> list[Record]:
 
     def attribute_all() -> None:
         for method in ATTRIBUTION_METHODS:
-            translator.attribute(trace, method)
+            attribute(translator, trace, method)
 
     paired = alternate(
         attribute_all, lambda: translator.trace(text, beam_size=1), ctx.reps(5, 21), 1, ctx.subject.device

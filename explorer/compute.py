@@ -17,11 +17,11 @@ import streamlit as st
 
 from model import load_checkpoint
 from model.analysis.ablation import AblationComparison, compare_ablation
-from model.analysis.attribution import Attribution
+from model.analysis.attribution import Attribution, attribute
 from model.analysis.domain import SourceWords
 from model.analysis.head_stats import batch_head_statistics, readable_cross_head, trace_head_statistics
 from model.analysis.importance import HeadImportance, head_importance
-from model.analysis.internals import AttentionStages
+from model.analysis.internals import AttentionStages, attention_stages
 from model.analysis.positional import PositionalComparison, compare_positional
 from model.checkpoint import CheckpointEntry, scan_checkpoints
 from model.decoding import BeamTree
@@ -129,12 +129,12 @@ def compute_beam_node_trace(key: TraceKey, beam_size: int, node_id: int) -> Trac
 
 @st.cache_data(show_spinner="Opening the head…", max_entries=256)
 def compute_stages(key: TraceKey, module_name: str, head: int, step: int) -> AttentionStages:
-    return load_translator(key.model).attention_stages(compute_trace(key), module_name, head, step)
+    return attention_stages(load_translator(key.model), compute_trace(key), module_name, head, step)
 
 
 @st.cache_data(show_spinner="Attributing…", max_entries=256)
 def compute_attribution(key: TraceKey, method: str) -> Attribution:
-    return load_translator(key.model).attribute(compute_trace(key), method)
+    return attribute(load_translator(key.model), compute_trace(key), method)
 
 
 @st.cache_data(max_entries=256)

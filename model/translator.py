@@ -13,9 +13,6 @@ from typing import Any, TypeVar
 import numpy as np
 import torch
 
-from model.analysis.attribution import Attribution, attribute
-from model.analysis.internals import AttentionStages, attention_stages
-from model.analysis.whatif import fork_prefix, resolve_choice
 from model.card import Card
 from model.decoding import (
     DEFAULT_ALPHA,
@@ -32,6 +29,7 @@ from model.decoding import (
 from model.tokenizer import Tokenizer
 from model.trace import Trace
 from model.transformer import Transformer
+from model.whatif import fork_prefix, resolve_choice
 
 Result = TypeVar("Result")
 OOM_NOTICE = "The GPU ran out of memory, so this request ran on the CPU instead (slower, same result)."
@@ -293,33 +291,6 @@ class Translator:
         trace = self.trace(tree.source_text, beam_size=tree.beam_size, top_k=top_k, target_ids=tree.sequence(node_id))
         trace.settings["beam_node"] = node_id
         return trace
-
-    def attention_stages(self, trace: Trace, module_name: str, head: int, step: int | None = None) -> AttentionStages:
-        """Inside one head of ``trace``: every stage of its scaled dot-product attention at ``step`` (a query row).
-
-        See model.analysis.internals.attention_stages; draw it with viz.internals.attention_stage_figures.
-        """
-        stages, _ = self.run(
-            lambda m, d: attention_stages(
-                m,
-                trace.source_ids,
-                trace.target_ids,
-                module_name,
-                head,
-                step,
-                source_pieces=trace.source_pieces,
-                target_pieces=trace.target_pieces,
-            )
-        )
-        return stages
-
-    def attribute(self, trace: Trace, method: str) -> Attribution:
-        """Which source pieces made each output token of ``trace``, by ``method`` (one of ATTRIBUTION_METHODS).
-
-        See model.analysis.attribution; runs on the shared model like every other call (``run``).
-        """
-        attribution, _ = self.run(lambda m, d: attribute(m, trace, method))
-        return attribution
 
     def _output_limit(self, model: Transformer, source_length: int, max_len: int | None, prefix: list[int]) -> int:
         """Tokens decoding may add after the prefix: ``max_len`` (None: the default), within the model's positions."""

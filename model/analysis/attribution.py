@@ -1,6 +1,6 @@
 """Which source pieces made each output token: attributions beyond the raw attention weights.
 
-``attribute(model, trace, method)`` gives, for every output step of a trace, a row over the source pieces (ALTI+
+``attribute(translator, trace, method)`` gives, for every output step of a trace, a row over the source pieces (ALTI+
 also one over the decoder's input pieces: the two rows together sum to 1; otherwise the source row does), computed
 from the trace's own tokens read by the model teacher-forced, on the shared model without changing it. The methods
 (``ATTRIBUTION_METHODS``): ``"attention"`` (the last decoder layer's cross-attention, mean over heads, with its
@@ -19,7 +19,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -29,6 +29,9 @@ from model.heads import module_name
 from model.layers import MultiHeadAttention, causal_mask
 from model.trace import Trace
 from model.transformer import Transformer
+
+if TYPE_CHECKING:
+    from model.translator import Translator
 
 ATTRIBUTION_METHODS = ("attention", "value_norm", "grad_attention", "alti_plus")
 NORMALISING_EPSILON = 1e-9  # the rowsum floor in R̄ (see normalised)
@@ -122,8 +125,15 @@ def attributions_from_npz(source: bytes | str | Path) -> dict[str, Attribution]:
     return found
 
 
-def attribute(model: Transformer, trace: Trace, method: str) -> Attribution:
-    """The ``method`` attribution (one of ATTRIBUTION_METHODS) of every output step of ``trace``."""
+def attribute(translator: Translator, trace: Trace, method: str) -> Attribution:
+    """Which source pieces made each output token of ``trace``, by ``method`` (one of ATTRIBUTION_METHODS), on the
+    translator's shared model (``Translator.run``: a GPU out of memory falls back to the CPU)."""
+    attribution, _ = translator.run(lambda model, device: model_attribution(model, trace, method))
+    return attribution
+
+
+def model_attribution(model: Transformer, trace: Trace, method: str) -> Attribution:
+    """``attribute`` on a bare model: the ``method`` attribution of every output step of ``trace``."""
     if method == "attention":
         return attention_baseline(trace)
     if method == "value_norm":

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -19,7 +20,11 @@ import torch
 from model.capture import capture_attention
 from model.heads import module_kind
 from model.layers import MultiHeadAttention
+from model.trace import Trace
 from model.transformer import Transformer
+
+if TYPE_CHECKING:
+    from model.translator import Translator
 
 
 @dataclass
@@ -67,8 +72,28 @@ def _check_index(value: int | None, count: int, name: str) -> None:
         raise ValueError(f"{name} must be an integer in 0..{count - 1}, not {value!r}")
 
 
-@torch.inference_mode()
 def attention_stages(
+    translator: Translator, trace: Trace, module_name: str, head: int, step: int | None = None
+) -> AttentionStages:
+    """Inside one head of ``trace``: every stage of its scaled dot-product attention at ``step`` (a query row), on the
+    translator's shared model (``Translator.run``). Draw it with viz.internals.attention_stage_figures."""
+    stages, _ = translator.run(
+        lambda model, device: stages_from_ids(
+            model,
+            trace.source_ids,
+            trace.target_ids,
+            module_name,
+            head,
+            step,
+            source_pieces=trace.source_pieces,
+            target_pieces=trace.target_pieces,
+        )
+    )
+    return stages
+
+
+@torch.inference_mode()
+def stages_from_ids(
     model: Transformer,
     source_ids: Sequence[int],
     target_ids: Sequence[int],

@@ -14,6 +14,7 @@ from streamlit.testing.v1 import AppTest
 from explorer.copy import ATTRIBUTION_NAMES, card_examples
 from explorer.state import ALL_QUERIES
 from model import load_checkpoint
+from model.analysis.attribution import attribute
 from model.analysis.head_stats import batch_head_statistics, readable_cross_head
 from model.checkpoint import read_card
 from model.heads import head_title
@@ -200,11 +201,11 @@ def test_attribution_view_shows_each_method_for_the_picked_word(app, checkpoints
     assert figure["layout"]["yaxis"]["ticktext"] == [ATTRIBUTION_NAMES[method] for method in methods]
     shown = plotly_array(figure["data"][0]["z"])
     for row, method in enumerate(methods):
-        assert shown[row] == pytest.approx(translator.attribute(trace, method).source[1], abs=1e-6)
+        assert shown[row] == pytest.approx(attribute(translator, trace, method).source[1], abs=1e-6)
     maps = chart_titled(app, "Every output word")["layout"]["annotations"]
     assert [note["text"] for note in maps] == [ATTRIBUTION_NAMES[method] for method in methods]
     bars = chart_titled(app, "Source or own words?")["data"]
-    from_source = translator.attribute(trace, "alti_plus").source.sum(axis=1)
+    from_source = attribute(translator, trace, "alti_plus").source.sum(axis=1)
     assert plotly_array(bars[0]["y"]) == pytest.approx(from_source, abs=1e-6)
     assert plotly_array(bars[0]["y"]) + plotly_array(bars[1]["y"]) == pytest.approx(1.0)
     assert app.query_params["attribution_step"] == "1"

@@ -29,6 +29,7 @@ from model import load_checkpoint
 from model.analysis.ablation import compare_ablation
 from model.analysis.head_stats import batch_head_statistics, trace_head_statistics
 from model.analysis.importance import head_importance
+from model.analysis.internals import attention_stages
 from model.analysis.pairs import attention_pair
 from model.analysis.positional import compare_positional, shuffle_source_words
 from model.card import Card
@@ -173,7 +174,7 @@ def test_beam_tree_draws_every_candidate_and_one_beams_cross_attention(new_app, 
 def test_inside_one_head_shows_every_stage_with_its_shape(new_app, translator, original):
     app = new_app(experiment="internals", module_kind="decoder", layer="1", head="2", query_row="2")
     assert_ok(app)
-    stages = translator.attention_stages(original, "decoder.layers.1.self_attn", 2, 2)
+    stages = attention_stages(translator, original, "decoder.layers.1.self_attn", 2, 2)
     titles = chart_titles(app)
     for stage in ("q", "k", "v", "scores", "scaled", "mask", "masked", "softmax", "contributions", "output"):
         shape = " × ".join(

@@ -21,6 +21,7 @@ from model.analysis.attribution import (
     attributions_from_npz,
     attributions_json,
     attributions_npz,
+    model_attribution,
     normalised,
     relevancy,
     value_norm,
@@ -122,17 +123,17 @@ def test_translator_attributes_a_trace_by_every_method(tiny_checkpoint):
     translator = load_checkpoint(tiny_checkpoint, device="cpu")
     trace = translator.trace("a man rides a blue bike.", beam_size=1)
     shapes = (trace.n_steps, len(trace.source_pieces))
-    attention = translator.attribute(trace, "attention")
+    attention = attribute(translator, trace, "attention")
     np.testing.assert_allclose(attention.source, trace.attention_stack("cross")[-1].mean(axis=0), rtol=1e-6)
     for method in ATTRIBUTION_METHODS:
-        found = translator.attribute(trace, method)
+        found = attribute(translator, trace, method)
         assert found.method == method and found.source.shape == shapes
         rows = found.source.sum(axis=1) + (0.0 if found.target is None else found.target.sum(axis=1))
         assert np.all(found.source >= 0) and np.allclose(rows, 1.0, atol=1e-5)
-    by_norm = translator.attribute(trace, "value_norm").source
+    by_norm = attribute(translator, trace, "value_norm").source
     assert not np.allclose(by_norm, attention.source, atol=1e-3)  # the value vectors change the picture
     with pytest.raises(ValueError, match="method must be one of"):
-        attribute(translator.model, trace, "saliency")
+        model_attribution(translator.model, trace, "saliency")
     with pytest.raises(ValueError, match="BOS and at least one"):
         value_norm(translator.model, trace.source_ids, trace.target_ids[:1])
 
@@ -145,7 +146,7 @@ def test_rollout_mixes_each_encoder_layer_half_with_the_identity_and_composes_th
     assert attention_rollout(stack[:0]).shape == (0, 4, 4)
     translator = load_checkpoint(tiny_checkpoint, device="cpu")
     trace = translator.trace("a man rides a blue bike.", beam_size=1)
-    found = translator.attribute(trace, "attention")
+    found = attribute(translator, trace, "attention")
     np.testing.assert_allclose(found.layers["encoder_rollout"], attention_rollout(trace.attention_stack("encoder"))[-1])
     np.testing.assert_allclose(found.layers["rollout"], found.source @ found.layers["encoder_rollout"])
     np.testing.assert_allclose(found.layers["rollout"].sum(axis=1), 1.0, atol=1e-6)
@@ -157,13 +158,13 @@ def test_value_norm_and_grad_attention_keep_every_decoder_layer(tiny_checkpoint)
     trace = translator.trace("a man rides a blue bike.", beam_size=1)
     config = translator.config
     layers, heads, steps, pieces = config.n_decoder_layers, config.n_heads, trace.n_steps, len(trace.source_pieces)
-    by_norm = translator.attribute(trace, "value_norm")
+    by_norm = attribute(translator, trace, "value_norm")
     assert by_norm.layers["per_head"].shape == (layers, heads, steps, pieces)
     last = by_norm.layers["per_layer"][-1]
     np.testing.assert_allclose(by_norm.source, last / last.sum(axis=1, keepdims=True))
     assert by_norm.layers["per_layer"].shape == (layers, steps, pieces)
     assert not np.allclose(by_norm.layers["per_layer"][0], by_norm.layers["per_layer"][-1])  # really another layer
-    found = translator.attribute(trace, "grad_attention")
+    found = attribute(translator, trace, "grad_attention")
     assert found.layers["cross"].shape == (layers, heads, steps, pieces)
     assert found.layers["decoder"].shape == (layers, heads, steps, steps)
     assert found.layers["source_self"].shape == (steps, pieces, pieces)
@@ -177,7 +178,7 @@ def test_attribution_of_bad_inputs_never_crashes(tiny_checkpoint, name):
     translator = load_checkpoint(tiny_checkpoint, device="cpu")
     trace = translator.trace(BAD_INPUTS[name], beam_size=1, max_len=12)
     for method in ATTRIBUTION_METHODS:
-        source = translator.attribute(trace, method).source
+        source = attribute(translator, trace, method).source
         assert source.shape == (trace.n_steps, len(trace.source_pieces)) and np.all(np.isfinite(source))
 
 
@@ -220,10 +221,10 @@ def test_grad_attention_rows_are_non_negative_and_differ_from_attention(tiny_che
     folder = shipped if (shipped / "model.safetensors").exists() else tiny_checkpoint
     translator = load_checkpoint(folder, device="cpu")
     trace = translator.trace("A man in a blue shirt is riding a bike.", beam_size=1)
-    found = translator.attribute(trace, "grad_attention")
+    found = attribute(translator, trace, "grad_attention")
     assert found.layers["relevancy"].min() >= 0.0 and found.source.min() >= 0.0
     np.testing.assert_allclose(found.source.sum(axis=1), 1.0, atol=1e-9)
-    attention = translator.attribute(trace, "attention").source
+    attention = attribute(translator, trace, "attention").source
     assert np.abs(found.source - attention).max() > 0.05  # the gradients reweigh the heads and layers
 
 
@@ -255,7 +256,7 @@ def test_on_toy_tasks_the_aligned_source_word_gets_the_largest_share(task):
         n_words = len(source)
         expected = np.array(expected_positions(task, source))
         words += n_words
-        found = {method: translator.attribute(trace, method) for method in ATTRIBUTION_METHODS}
+        found = {method: attribute(translator, trace, method) for method in ATTRIBUTION_METHODS}
         rows = {method: found[method].source[:n_words] for method in ATTRIBUTION_METHODS}
         rows["rollout"] = found["attention"].layers["rollout"][:n_words]
         rows["grad_attention without </s>"] = rows["grad_attention"][:, :n_words]
@@ -354,7 +355,7 @@ def test_alti_plus_without_values_keeps_every_position_to_itself():
 def test_attributions_save_with_the_trace_as_json(tiny_checkpoint):
     translator = load_checkpoint(tiny_checkpoint, device="cpu")
     trace = translator.trace("a man rides a blue bike.", beam_size=1)
-    found = [translator.attribute(trace, method) for method in ATTRIBUTION_METHODS]
+    found = [attribute(translator, trace, method) for method in ATTRIBUTION_METHODS]
     document = json.loads(attributions_json(trace, found))
     assert Trace.from_dict(document["trace"]).translation == trace.translation
     for original in found:
@@ -367,7 +368,7 @@ def test_attributions_save_with_the_trace_as_json(tiny_checkpoint):
 def test_attributions_save_with_the_trace_as_npz(tiny_checkpoint):
     translator = load_checkpoint(tiny_checkpoint, device="cpu")
     trace = translator.trace("a man rides a blue bike.", beam_size=1)
-    found = [translator.attribute(trace, method) for method in ATTRIBUTION_METHODS]
+    found = [attribute(translator, trace, method) for method in ATTRIBUTION_METHODS]
     saved = attributions_npz(trace, found)
     restored_trace = Trace.from_npz(saved)  # the trace reads the same file as it is
     assert restored_trace.translation == trace.translation and restored_trace.source_ids == trace.source_ids
@@ -416,11 +417,11 @@ def test_an_imported_style_model_is_attributed_by_every_method(toy_tokenizer):
     trace = translator.trace("a man rides a blue bike.", beam_size=1, max_len=8)
     assert trace.target_ids[0] == translator.config.pad_id and trace.n_steps >= 2
     for method in ATTRIBUTION_METHODS:
-        found = translator.attribute(trace, method)
+        found = attribute(translator, trace, method)
         assert found.source.shape == (trace.n_steps, len(trace.source_pieces))
         for value in [found.source, found.target, *found.layers.values()]:
             assert value is None or np.all(np.isfinite(value)), method
         rows = found.source.sum(axis=1) + (0.0 if found.target is None else found.target.sum(axis=1))
         assert found.source.min() >= 0.0 and np.allclose(rows, 1.0, atol=1e-5), method
-    alti = translator.attribute(trace, "alti_plus")
+    alti = attribute(translator, trace, "alti_plus")
     assert alti.layers["reconstruction_error"].max() < 1e-4

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from model.analysis.internals import attention_stages
+from model.analysis.internals import attention_stages, stages_from_ids
 from model.heads import module_kind
 
 MODULES = [
@@ -39,7 +39,7 @@ def test_stages_recompute_the_captured_attention_of_the_head(translator, interna
     queries = len(internals_trace.source_ids) if module_kind(module_name) == "encoder" else internals_trace.n_steps
     for head in (0, 2, 3):
         for step in (0, queries // 2, queries - 1):
-            stages = translator.attention_stages(internals_trace, module_name, head, step)
+            stages = attention_stages(translator, internals_trace, module_name, head, step)
             np.testing.assert_allclose(stages.probs, stages.captured_probs, rtol=0, atol=1e-6)
             np.testing.assert_allclose(stages.output, stages.captured_output, rtol=0, atol=1e-6)
             # the trace's attention comes from its own teacher-forced pass
@@ -50,7 +50,7 @@ def test_stages_recompute_the_captured_attention_of_the_head(translator, interna
 
 
 def test_causal_mask_of_decoder_self_attention(translator, internals_trace):
-    stages = translator.attention_stages(internals_trace, "decoder.layers.1.self_attn", 1)
+    stages = attention_stages(translator, internals_trace, "decoder.layers.1.self_attn", 1)
     steps = internals_trace.n_steps
     causal = np.tril(np.ones((steps, steps), dtype=bool))
     np.testing.assert_array_equal(stages.causal_allowed, causal)
@@ -61,7 +61,7 @@ def test_causal_mask_of_decoder_self_attention(translator, internals_trace):
     )
     assert stages.query_pieces == stages.key_pieces == internals_trace.decoder_input_pieces
     assert_stages_consistent(stages)
-    single = translator.attention_stages(internals_trace, "decoder.layers.1.self_attn", 1, 3)
+    single = attention_stages(translator, internals_trace, "decoder.layers.1.self_attn", 1, 3)
     np.testing.assert_array_equal(single.causal_allowed[0], causal[3])
     assert single.query_pieces == [internals_trace.decoder_input_pieces[3]]
 
@@ -72,10 +72,10 @@ def test_padded_source_keys_are_masked_and_change_nothing_else(translator, inter
     padded_source = internals_trace.source_ids + [pad, pad, pad]
     real = len(internals_trace.source_ids)
     for head in range(translator.config.n_heads):
-        plain = attention_stages(
+        plain = stages_from_ids(
             translator.model, internals_trace.source_ids, internals_trace.target_ids, module_name, head, 2
         )
-        padded = attention_stages(translator.model, padded_source, internals_trace.target_ids, module_name, head, 2)
+        padded = stages_from_ids(translator.model, padded_source, internals_trace.target_ids, module_name, head, 2)
         np.testing.assert_array_equal(padded.padding_allowed, [True] * real + [False] * 3)
         assert padded.causal_allowed is None
         assert np.all(padded.probs[:, real:] == 0.0)
@@ -87,7 +87,7 @@ def test_padded_source_keys_are_masked_and_change_nothing_else(translator, inter
 def test_padded_target_keys_are_masked_together_with_the_causal_mask(translator, internals_trace):
     pad = translator.config.pad_id
     target = internals_trace.target_ids + [pad, pad]
-    stages = attention_stages(translator.model, internals_trace.source_ids, target, "decoder.layers.0.self_attn", 2)
+    stages = stages_from_ids(translator.model, internals_trace.source_ids, target, "decoder.layers.0.self_attn", 2)
     steps = len(target) - 1  # the decoder reads every target id but the last: one padded key
     padding = np.array([True] * len(internals_trace.target_ids) + [False])
     np.testing.assert_array_equal(stages.padding_allowed, padding)
@@ -97,7 +97,7 @@ def test_padded_target_keys_are_masked_together_with_the_causal_mask(translator,
 
 
 def test_shapes_are_stated(translator, internals_trace):
-    stages = translator.attention_stages(internals_trace, "decoder.layers.0.cross_attn", 0, 1)
+    stages = attention_stages(translator, internals_trace, "decoder.layers.0.cross_attn", 0, 1)
     keys, d_k = len(internals_trace.source_ids), translator.config.d_model // translator.config.n_heads
     shapes = stages.shapes()
     assert shapes["q"] == (1, d_k) and shapes["k"] == shapes["v"] == (keys, d_k)
@@ -109,12 +109,12 @@ def test_shapes_are_stated(translator, internals_trace):
 
 def test_bad_module_head_or_step_is_refused(translator, internals_trace):
     with pytest.raises(ValueError, match="not an attention module"):
-        translator.attention_stages(internals_trace, "decoder.layers.0.feed_forward", 0, 0)
+        attention_stages(translator, internals_trace, "decoder.layers.0.feed_forward", 0, 0)
     with pytest.raises(ValueError, match="no attention module"):
-        translator.attention_stages(internals_trace, "decoder.layers.7.self_attn", 0, 0)
+        attention_stages(translator, internals_trace, "decoder.layers.7.self_attn", 0, 0)
     with pytest.raises(ValueError, match="head must be"):
-        translator.attention_stages(internals_trace, "decoder.layers.0.self_attn", translator.config.n_heads, 0)
+        attention_stages(translator, internals_trace, "decoder.layers.0.self_attn", translator.config.n_heads, 0)
     with pytest.raises(ValueError, match="step must be"):
-        translator.attention_stages(internals_trace, "decoder.layers.0.self_attn", 0, internals_trace.n_steps)
+        attention_stages(translator, internals_trace, "decoder.layers.0.self_attn", 0, internals_trace.n_steps)
     with pytest.raises(ValueError, match="step must be"):
-        translator.attention_stages(internals_trace, "encoder.layers.0.self_attn", 0, -1)
+        attention_stages(translator, internals_trace, "encoder.layers.0.self_attn", 0, -1)

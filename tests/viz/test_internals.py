@@ -7,11 +7,12 @@ import dataclasses
 
 import numpy as np
 
+from model.analysis.internals import attention_stages
 from viz.internals import attention_stage_figures
 
 
 def test_stage_figures_carry_the_stages_with_their_shapes(translator, internals_trace):
-    stages = translator.attention_stages(internals_trace, "decoder.layers.1.self_attn", 3, 4)
+    stages = attention_stages(translator, internals_trace, "decoder.layers.1.self_attn", 3, 4)
     figures = attention_stage_figures(stages)
     keys, d_k = internals_trace.n_steps, stages.d_k  # every decoder input is a key; step 4 may use the first 5
     assert keys > 5
@@ -31,7 +32,7 @@ def test_stage_figures_carry_the_stages_with_their_shapes(translator, internals_
 
 
 def test_stage_figure_labels_are_escaped(translator, internals_trace):
-    stages = translator.attention_stages(internals_trace, "decoder.layers.0.cross_attn", 0, 2)
+    stages = attention_stages(translator, internals_trace, "decoder.layers.0.cross_attn", 0, 2)
     hostile = dataclasses.replace(
         stages, query_pieces=["<b>q</b>"], key_pieces=["\u2581<script>x</script>"] * len(stages.key_pieces)
     )
