@@ -18,6 +18,7 @@ import numpy as np
 
 from model.heads import attention_modules
 
+DEFAULT_TOP_K = 5  # next-token candidates a trace keeps per step, unless asked for more
 ARRAY_FIELDS = ("step_probs", "topk_ids", "topk_probs")
 DICT_ARRAY_FIELDS = ("attention", "positional", "embedding_norms")
 

@@ -11,7 +11,7 @@ import argparse
 import sys
 
 from model.decoding import DEFAULT_ALPHA, DEFAULT_BEAM_SIZE
-from model.translator import Translator
+from model.translator import DEFAULT_BATCH_SIZE, Translator
 
 
 def add_decoding_arguments(parser: argparse.ArgumentParser) -> None:
@@ -58,7 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--batch-size",
         type=int,
-        default=64,
+        default=DEFAULT_BATCH_SIZE,
         help="sentences translated together when stdin is a file or pipe "
         "(a terminal is translated line by line; default: %(default)s)",
     )

@@ -27,11 +27,12 @@ from model.decoding import (
     greedy_decode,
 )
 from model.tokenizer import Tokenizer
-from model.trace import Trace
+from model.trace import DEFAULT_TOP_K, Trace
 from model.transformer import Transformer
 from model.whatif import fork_prefix, resolve_choice
 
 Result = TypeVar("Result")
+DEFAULT_BATCH_SIZE = 64  # sentences (or rows) one batched pass runs together
 OOM_NOTICE = "The GPU ran out of memory, so this request ran on the CPU instead (slower, same result)."
 
 
@@ -125,7 +126,7 @@ class Translator:
         texts: list[str],
         beam_size: int = DEFAULT_BEAM_SIZE,
         max_len: int | None = None,
-        batch_size: int = 64,
+        batch_size: int = DEFAULT_BATCH_SIZE,
         alpha: float = DEFAULT_ALPHA,
     ) -> list[str]:
         """Translate many sentences, batching similar lengths together; ``alpha``: the beam's length penalty."""
@@ -147,7 +148,7 @@ class Translator:
         text: str,
         beam_size: int = DEFAULT_BEAM_SIZE,
         max_len: int | None = None,
-        top_k: int = 5,
+        top_k: int = DEFAULT_TOP_K,
         target: str | None = None,
         prefix: str | None = None,
         *,
@@ -220,7 +221,7 @@ class Translator:
         )
         room = max(0, total - len(prefix_ids))  # what is left of the original's limit after the forced tokens
         beam_size = int(settings.get("beam_size", 1))
-        top_k = top_k or int(settings.get("top_k", 5))
+        top_k = top_k or int(settings.get("top_k", DEFAULT_TOP_K))
         requested = {"target": None, "prefix": None, "target_ids": None, "prefix_ids": prefix_ids}
         forked, notice = self.run(
             lambda m, d: self._trace_on(m, d, original.source_text, beam_size, room, top_k, None, prefix_ids, requested)
@@ -280,7 +281,7 @@ class Translator:
         src = torch.tensor([source], dtype=torch.long, device=device)
         return beam_search_tree(model, src, beam_size, max_len=limit, alpha=alpha, prefix=prefix_ids)[0]
 
-    def beam_node_trace(self, tree: BeamTree, node_id: int, top_k: int = 5) -> Trace:
+    def beam_node_trace(self, tree: BeamTree, node_id: int, top_k: int = DEFAULT_TOP_K) -> Trace:
         """The hypothesis ending at one beam-tree node, teacher-forced: its attention at every step.
 
         Row ``tree.trace_row(node_id)`` of each decoder attention matrix is the step that chose

@@ -31,7 +31,7 @@ from model.analysis.pairs import AttentionPair, attention_pair
 from model.capture import intervene
 from model.decoding import DEFAULT_BEAM_SIZE
 from model.heads import HeadRef, check_heads
-from model.trace import Trace
+from model.trace import DEFAULT_TOP_K, Trace
 from model.transformer import Transformer
 
 if TYPE_CHECKING:
@@ -221,7 +221,7 @@ def compare_ablation(
     beam_size: int = DEFAULT_BEAM_SIZE,
     max_len: int | None = None,
     means: HeadMeans | None = None,
-    top_k: int = 5,
+    top_k: int = DEFAULT_TOP_K,
 ) -> AblationComparison:
     """Translate ``text`` as is and with ``heads`` removed; diff the outputs and score the original's tokens.
 

@@ -20,6 +20,7 @@ from model.analysis.ablation import HeadMeans, ablate_heads_by_row, check_ablati
 from model.decoding import DEFAULT_BEAM_SIZE
 from model.heads import ATTENTION_KINDS, HeadRef, all_heads, layer_count
 from model.transformer import Transformer
+from model.translator import DEFAULT_BATCH_SIZE
 
 if TYPE_CHECKING:
     from model.translator import Translator
@@ -95,7 +96,7 @@ def head_importance(
     means: HeadMeans | None = None,
     beam_size: int = DEFAULT_BEAM_SIZE,
     max_len: int | None = None,
-    batch_size: int = 64,
+    batch_size: int = DEFAULT_BATCH_SIZE,
 ) -> HeadImportance:
     """The drop in log-probability of the translation when each head of ``kinds`` alone is removed.
 

@@ -23,7 +23,7 @@ from model.analysis.alignment import TokenDiff, token_diff
 from model.analysis.pairs import AttentionPair, attention_pair
 from model.capture import intervene
 from model.decoding import DEFAULT_BEAM_SIZE
-from model.trace import Trace
+from model.trace import DEFAULT_TOP_K, Trace
 from model.transformer import Transformer
 
 if TYPE_CHECKING:
@@ -104,7 +104,7 @@ def compare_positional(
     beam_size: int = DEFAULT_BEAM_SIZE,
     max_len: int | None = None,
     stacks: Sequence[str] = POSITIONAL_STACKS,
-    top_k: int = 5,
+    top_k: int = DEFAULT_TOP_K,
 ) -> PositionalComparison:
     """Translate ``text`` as is and under a positional experiment: "no-pe" (encoding removed in ``stacks``)
     or "shuffle" (source words in a seeded random order, the model unchanged)."""

@@ -21,7 +21,7 @@ from model.card import Card, SplitScores
 from model.corpus import read_lines
 from model.decoding import DEFAULT_ALPHA, DEFAULT_BEAM_SIZE
 from model.translate import add_decoding_arguments
-from model.translator import Translator
+from model.translator import DEFAULT_BATCH_SIZE, Translator
 
 
 def score(hypotheses: list[str], references: list[str]) -> dict[str, Any]:
@@ -49,7 +49,7 @@ def translate_all(
     translator: Translator,
     sources: list[str],
     beam_size: int = DEFAULT_BEAM_SIZE,
-    batch_size: int = 64,
+    batch_size: int = DEFAULT_BATCH_SIZE,
     max_len: int | None = None,
     progress: bool = True,
     alpha: float = DEFAULT_ALPHA,
@@ -75,7 +75,7 @@ def evaluate(
     sources: list[str],
     references: list[str],
     beam_size: int = DEFAULT_BEAM_SIZE,
-    batch_size: int = 64,
+    batch_size: int = DEFAULT_BATCH_SIZE,
     max_len: int | None = None,
     progress: bool = False,
     alpha: float = DEFAULT_ALPHA,
@@ -105,7 +105,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--src", required=True, help="source sentences, one a line (plain or .gz)")
     parser.add_argument("--ref", required=True, help="reference translations, one a line, aligned with --src")
     parser.add_argument(
-        "--batch-size", type=int, default=64, help="sentences translated together (default: %(default)s)"
+        "--batch-size",
+        type=int,
+        default=DEFAULT_BATCH_SIZE,
+        help="sentences translated together (default: %(default)s)",
     )
     parser.add_argument("--json", metavar="OUT", help="also write the scores as JSON to this file")
     parser.add_argument("--hyp-out", metavar="FILE", help="write the translations, one a line, to this file")
