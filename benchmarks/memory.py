@@ -22,7 +22,7 @@ from pathlib import Path
 from benchmarks.app_benchmarks import CLASSROOM_PIECES, app_checkpoints
 from benchmarks.context import Context
 from benchmarks.records import Check, Record
-from benchmarks.server import free_port, wait_for_health
+from benchmarks.server import free_port, stop, wait_for_health
 from benchmarks.subject import REPO, sentence_with_pieces
 
 START_LIMIT_S = 120
@@ -136,12 +136,7 @@ def server_rss_mb(ctx: Context) -> list[Record]:
                     tables = len(client.tables)
                     client.close()
             finally:
-                server.terminate()
-                try:
-                    server.wait(timeout=20)
-                except subprocess.TimeoutExpired:
-                    server.kill()
-                    server.wait()
+                stop(server)
     value, baseline = samples[f"after_{interactions}"], samples[f"after_{early}"]
     return [
         Record(

@@ -33,3 +33,13 @@ def wait_for_health(url: str, server: subprocess.Popen, log: Path, limit_s: floa
             pass
         time.sleep(0.5)
     raise RuntimeError(f"streamlit did not answer /_stcore/health within {limit_s} s:\n{log.read_text()[-4000:]}")
+
+
+def stop(server: subprocess.Popen, grace_s: float = 20.0) -> None:
+    """End a server process: ask it to stop, and kill it if it has not stopped within ``grace_s``."""
+    server.terminate()
+    try:
+        server.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        server.kill()
+        server.wait()

@@ -23,8 +23,8 @@ from model.analysis.head_stats import batch_head_statistics, readable_cross_head
 from model.analysis.importance import HeadImportance, head_importance
 from model.analysis.internals import AttentionStages, attention_stages
 from model.analysis.positional import PositionalComparison, compare_positional
+from model.beam_tree import BeamTree
 from model.checkpoint import CheckpointEntry, scan_checkpoints
-from model.decoding import BeamTree
 from model.heads import HeadRef
 from model.trace import Trace
 from model.translator import Translator

@@ -124,15 +124,22 @@ class DecoderLayer(nn.Module):
         return sublayer(x, self.feed_forward, self.norm3, self.dropout3, self.norm_first)
 
 
-class Encoder(nn.Module):
-    """3.1 encoder: embeddings + positional encoding, then N identical layers."""
+class Stack(nn.Module):
+    """3.1: embeddings + positional encoding, then N identical layers, and the optional final LayerNorm."""
 
-    def __init__(self, config: TransformerConfig, embed: TokenEmbedding) -> None:
+    def __init__(self, config: TransformerConfig, embed: TokenEmbedding, layers: list[nn.Module]) -> None:
         super().__init__()
         self.embed = embed
         self.positional = PositionalEncoding(config.d_model, config.max_len, config.dropout, config.positional_layout)
-        self.layers = nn.ModuleList(EncoderLayer(config) for _ in range(config.n_encoder_layers))
+        self.layers = nn.ModuleList(layers)
         self.norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps) if config.final_norm else None
+
+
+class Encoder(Stack):
+    """3.1 encoder: embeddings + positional encoding, then N identical layers."""
+
+    def __init__(self, config: TransformerConfig, embed: TokenEmbedding) -> None:
+        super().__init__(config, embed, [EncoderLayer(config) for _ in range(config.n_encoder_layers)])
 
     def forward(self, src_ids: torch.Tensor, allowed: torch.Tensor | None) -> torch.Tensor:
         x = self.positional(self.embed(src_ids))  # (B, S, d)
@@ -141,15 +148,11 @@ class Encoder(nn.Module):
         return self.norm(x) if self.norm is not None else x
 
 
-class Decoder(nn.Module):
+class Decoder(Stack):
     """3.1 decoder: embeddings + positional encoding, then N identical layers."""
 
     def __init__(self, config: TransformerConfig, embed: TokenEmbedding) -> None:
-        super().__init__()
-        self.embed = embed
-        self.positional = PositionalEncoding(config.d_model, config.max_len, config.dropout, config.positional_layout)
-        self.layers = nn.ModuleList(DecoderLayer(config) for _ in range(config.n_decoder_layers))
-        self.norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps) if config.final_norm else None
+        super().__init__(config, embed, [DecoderLayer(config) for _ in range(config.n_decoder_layers)])
 
     def forward(
         self,

@@ -13,11 +13,11 @@ from typing import Any, TypeVar
 import numpy as np
 import torch
 
+from model.beam_tree import BeamTree
 from model.card import Card
 from model.decoding import (
     DEFAULT_ALPHA,
     DEFAULT_BEAM_SIZE,
-    BeamTree,
     Encoded,
     beam_search,
     beam_search_tree,

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
-from benchmarks.server import free_port, wait_for_health
+from benchmarks.server import free_port, stop, wait_for_health
 from model import Transformer, TransformerConfig
 from model.tokenizer import load_sentencepiece, train_sentencepiece
 from model.trace import Trace
@@ -281,12 +281,7 @@ def streamlit_server(
             wait_for_health(url, server, log, SERVER_START_LIMIT_S)
             yield url
         finally:
-            server.terminate()
-            try:
-                server.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                server.kill()
-                server.wait()
+            stop(server)
 
 
 @contextmanager

@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from model import Transformer
-from model.decoding import BeamTree, beam_search, beam_search_tree, length_penalty, next_token_log_probs
+from model.beam_tree import BeamTree
+from model.decoding import beam_search, beam_search_tree, length_penalty, next_token_log_probs
 from tests.helpers import SENTENCE, small_config
 
 
