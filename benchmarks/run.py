@@ -115,7 +115,7 @@ BENCHMARKS = (
         ("train_epoch_s",),
         single(training_vs_torch.train_epoch_s),
         "wall time of one training epoch on Multi30k, ours and the tutorial nn.Transformer in turns "
-        "(CUDA only unless named in --only: about 6 minutes on one CPU thread)",
+        "(CUDA only unless named in --only: it takes minutes on a CPU)",
         default_devices=("cuda",),
         needs_data=True,
     ),
