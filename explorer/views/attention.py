@@ -52,7 +52,7 @@ def render(ctx: PageContext, kind: str) -> None:
             if len(grid_layers) < len(axes.stack):
                 name = f"{name}-L{layers_key(grid_layers)}"
         else:
-            figure = aggregates_figure(axes, kind, layer, display.options(), f"{title}: aggregates")
+            figure = aggregates_figure(axes, kind, layer, display.options(), f"{title}, layer {layer}: aggregates")
             name = f"{name}-L{layer}"
         show_figure(figure, name, ctx.lesson.view, explanation)
 

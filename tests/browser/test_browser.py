@@ -210,6 +210,7 @@ NARROW_CHARTS = [  # views that put charts side by side or in a column beside th
     ("view=experiments&experiment=stats", 2),
     ("view=experiments&experiment=internals", 10),
     ("view=attribution", 3),
+    ("view=encoder&display=aggregates", 1),
     ("presenter=true", 3),
     ("presenter=true&view=experiments&experiment=stats", 1),
 ]
@@ -244,11 +245,13 @@ def test_views_draw_without_console_errors_or_outside_requests(server, driver, t
     layer, head = readable_cross_head(batch_head_statistics(translator, examples, beam_size=1))
     expected_title = head_title(kind, layer, head) if kind else "Positional encoding added"
     wait_until(driver, lambda d: chart(d, expected_title), f"{view} view never drew")
-    displays = (
-        {"All heads": view, "Head view": f"{head_title(kind, layer)} – all heads", "Aggregates": f"{view}: aggregates"}
-        if kind
-        else {}
-    )
+    displays = {}
+    if kind:
+        displays = {
+            "All heads": view,
+            "Head view": f"{head_title(kind, layer)} – all heads",
+            "Aggregates": f"{view}, layer {layer}: aggregates",
+        }
     for display, title in displays.items():
         click_button(driver, display)
         wait_until(driver, lambda d, t=title: t in drawn_titles(d), f"{display} never drew")
