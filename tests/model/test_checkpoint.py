@@ -248,3 +248,22 @@ def test_shipped_default_checkpoint_has_its_snapshots():
     if not (folder / "snapshots").is_dir():
         pytest.skip("checkpoints/multi30k-en-de has no snapshots here")
     assert list(find_snapshots(folder)) == ["untrained", "early", "final"]
+
+
+def test_every_load_path_gives_a_float32_model_in_eval_mode(tmp_path, toy_tokenizer):
+    """fp16 weights, fp32 weights and an untrained model stored as its seed all load as float32 (the stored fp16
+    values, exactly), so traces and attributions compute in float32 whichever way a checkpoint was written."""
+    config = small_config(toy_tokenizer.vocab_size("source"))
+    untrained = initial_model(config, seed=3).eval()
+    save_checkpoint(tmp_path / "half", untrained, toy_tokenizer, half=True)
+    save_checkpoint(tmp_path / "full", untrained, toy_tokenizer, half=False)
+    save_checkpoint(tmp_path / "seeded", untrained, toy_tokenizer, {"snapshot": "untrained"}, half=True, initial_seed=3)
+    shipped = [DEFAULT_CHECKPOINT / "snapshots" / "untrained", DEFAULT_CHECKPOINT / "snapshots" / "early"]
+    for folder in [tmp_path / "half", tmp_path / "full", tmp_path / "seeded", *shipped]:
+        model = load_checkpoint(folder, device="cpu").model
+        dtypes = {tensor.dtype for tensor in [*model.parameters(), *model.buffers()] if tensor.is_floating_point()}
+        assert dtypes == {torch.float32}, folder
+        assert not model.training, folder
+    half, seeded = (load_checkpoint(tmp_path / name, device="cpu").model for name in ("half", "seeded"))
+    for (name, a), b in zip(half.state_dict().items(), seeded.state_dict().values(), strict=True):
+        assert a.dtype == b.dtype and torch.equal(a, b), name  # the same fp16 values, in float32

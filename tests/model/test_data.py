@@ -63,3 +63,18 @@ def test_subword_sampling_draws_other_segmentations_of_the_same_text(toy_tokeniz
     for (source, _), example in zip(pairs, first, strict=True):
         assert toy_tokenizer.decode(example.src, "source") == source
         assert toy_tokenizer.decode(example.tgt, "target") == source
+
+
+def test_encoded_examples_end_the_source_with_eos_and_frame_the_target_with_bos_and_eos(toy_tokenizer):
+    """What teacher forcing trains on: source pieces + EOS; BOS + target pieces + EOS (the decoder reads all but
+    the last, and learns to write all but the first). Pairs longer than the model's positions are dropped."""
+    config = small_config(toy_tokenizer.vocab_size("source"), max_len=12)
+    pairs = list(zip(toy_sentences(20, seed=4), toy_sentences(20, seed=5), strict=True))
+    examples = encode_examples(pairs, toy_tokenizer, config)
+    kept = [(source, target) for source, target in pairs if len(toy_tokenizer.encode(source, "source")) < 12]
+    kept = [(s, t) for s, t in kept if len(toy_tokenizer.encode(t, "target")) < 11]
+    assert 0 < len(examples) == len(kept) < len(pairs)
+    for example, (source, target) in zip(examples, kept, strict=True):
+        assert example.src == toy_tokenizer.encode(source, "source") + [config.eos_id]
+        assert example.tgt == [config.bos_id] + toy_tokenizer.encode(target, "target") + [config.eos_id]
+        assert config.bos_id not in example.src and example.tgt.count(config.eos_id) == 1

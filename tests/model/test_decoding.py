@@ -10,9 +10,10 @@ import pytest
 import torch
 
 from model import Transformer, capture_attention, load_checkpoint
-from model.decoding import beam_search, greedy_decode, length_penalty, next_token_log_probs
+from model.decoding import beam_search, default_max_len, greedy_decode, length_penalty, next_token_log_probs
 from model.trace import Trace
-from tests.helpers import small_config
+from model.translator import Translator
+from tests.helpers import REPO, small_config
 
 
 @pytest.fixture(scope="module")
@@ -195,3 +196,62 @@ def test_a_trace_encodes_its_sentence_once(tiny_checkpoint, options):
         handle.remove()
     assert len(calls) == 1 and calls[0][0].tolist() == trace.source_ids
     assert trace.attention_stack("encoder").shape[-1] == len(trace.source_ids)
+
+
+@pytest.fixture(scope="module")
+def copying() -> Translator:
+    """The shipped toy-copy model: it writes its input back and stops, far inside the length limit."""
+    return load_checkpoint(REPO / "checkpoints" / "toy-copy", device="cpu")
+
+
+def count_decoder_calls(translator: Translator, monkeypatch) -> list[int]:
+    """Every later call of the translator's model.decode appends the number of target positions it reads."""
+    calls: list[int] = []
+    decode = translator.model.decode
+
+    def counted(tgt_ids, *args, **kwargs):
+        calls.append(tgt_ids.size(1))
+        return decode(tgt_ids, *args, **kwargs)
+
+    monkeypatch.setattr(translator.model, "decode", counted)
+    return calls
+
+
+def test_decoding_stops_once_every_sentence_has_written_eos(copying, monkeypatch):
+    """Greedy and beam search stop when the sentences are done, not at the length limit: one decoder call per
+    generated token of the longest output (greedy), and a bounded search well short of the limit (beam). A search
+    that ignored EOS would give the same translations and run every sentence to its limit."""
+    texts = copying.card.examples[:3]
+    rows = [copying.source_ids(text).ids for text in texts]
+    longest = max(len(ids) for ids in rows)
+    src = torch.tensor([ids + [copying.config.pad_id] * (longest - len(ids)) for ids in rows])
+    limit = max(default_max_len(copying.model, len(ids)) for ids in rows)
+    eos = copying.config.eos_id
+    calls = count_decoder_calls(copying, monkeypatch)
+
+    outputs = greedy_decode(copying.model, src)
+    assert all(output[-1] == eos for output in outputs)
+    assert len(calls) == max(len(output) for output in outputs) < limit
+
+    calls.clear()
+    best = [hypotheses[0].tokens for hypotheses in beam_search(copying.model, src, beam_size=5)]
+    assert all(tokens[-1] == eos for tokens in best)
+    assert max(len(tokens) for tokens in best) <= len(calls) < limit
+
+    calls.clear()
+    trace = copying.trace(texts[0], beam_size=1)
+    assert len(calls) == trace.n_steps + 1  # one call per step, then the one teacher-forced pass
+
+
+@pytest.mark.parametrize("alpha", [0.0, 0.6, 1.5])
+def test_the_length_penalty_is_gnmts_and_ranks_the_hypotheses(model, alpha):
+    """lp(L) = ((5 + L) / 6) ** alpha (Wu et al. 2016), written out here rather than called, and every hypothesis's
+    score is its log-probability divided by lp of its length (the prefix and EOS counted, BOS not)."""
+    assert length_penalty(7, alpha) == pytest.approx(2.0**alpha)
+    assert length_penalty(1, alpha) == pytest.approx(1.0)
+    assert length_penalty(13, alpha) == pytest.approx(3.0**alpha)
+    src = torch.randint(4, 40, (2, 7), generator=torch.Generator().manual_seed(3))
+    for hypotheses in beam_search(model, src, beam_size=3, max_len=6, alpha=alpha, prefix=[7]):
+        for hypothesis in hypotheses:
+            written_out = ((5 + len(hypothesis.tokens)) / 6) ** alpha
+            assert hypothesis.score == pytest.approx(hypothesis.log_prob / written_out, rel=1e-6)

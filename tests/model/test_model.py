@@ -425,3 +425,22 @@ def test_a_model_converted_to_bf16_runs_in_bf16_on_the_cpu():
         logits = model.to(torch.bfloat16)(src, tgt)
     assert logits.dtype == torch.bfloat16
     torch.testing.assert_close(logits.float(), expected, rtol=0.05, atol=0.05)
+
+
+def test_attention_is_captured_before_its_dropout_in_training_mode():
+    """The probe sits between the softmax and the attention dropout: in train mode, with half of the weights
+    dropped and the rest doubled on their way to the values, the captured rows are still probabilities, and a first
+    layer's (whose input no dropout touched) are exactly what eval mode captures."""
+    torch.manual_seed(0)
+    model = Transformer(small_config(40, dropout=0.0, attention_dropout=0.5)).train()
+    src, tgt = random_batch(40, pad=True)
+    with capture_attention(model) as evaluated:
+        model.eval()(src, tgt)
+    torch.manual_seed(1)
+    with capture_attention(model) as training:
+        first = model.train()(src, tgt)
+    assert not torch.allclose(first, model(src, tgt)), "the attention dropout must be active in train mode"
+    for name, weights in training.attention.items():
+        assert torch.allclose(weights.sum(-1), torch.ones(weights.shape[:-1]), atol=1e-5), name
+    for name in ("encoder.layers.0.self_attn", "decoder.layers.0.self_attn"):
+        assert torch.allclose(training.attention[name], evaluated.attention[name], atol=1e-6), name
