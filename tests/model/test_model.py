@@ -444,3 +444,29 @@ def test_attention_is_captured_before_its_dropout_in_training_mode():
         assert torch.allclose(weights.sum(-1), torch.ones(weights.shape[:-1]), atol=1e-5), name
     for name in ("encoder.layers.0.self_attn", "decoder.layers.0.self_attn"):
         assert torch.allclose(training.attention[name], evaluated.attention[name], atol=1e-6), name
+
+
+def test_the_positional_encoding_is_the_papers_formula_to_float32_precision():
+    """PE[pos, 2i] = sin(pos / 10000^(2i/d)), PE[pos, 2i+1] = cos(...), computed in float64 and stored in float32:
+    within float32's rounding of the exact values at every position of a 256-position table (a float32
+    computation is off by about 1e-5 at the far positions)."""
+    length, d = 256, 128
+    angles = [[position / 10000 ** (2 * (i // 2) / d) for i in range(d)] for position in range(length)]
+    exact = torch.tensor(
+        [[math.sin(a) if i % 2 == 0 else math.cos(a) for i, a in enumerate(row)] for row in angles], dtype=torch.float64
+    )
+    interleaved = sinusoidal_encoding(length, d)
+    assert interleaved.dtype == torch.float32
+    assert (interleaved.double() - exact).abs().max() < 1e-6
+    with pytest.raises(ValueError, match="unknown positional layout 'sideways'"):
+        sinusoidal_encoding(4, 4, "sideways")
+
+
+def test_the_positional_encoding_follows_the_input_dtype_and_refuses_positions_it_has_not():
+    positional = PositionalEncoding(16, 8, 0.0)
+    for dtype in (torch.float32, torch.bfloat16, torch.float64):
+        assert positional(torch.zeros(1, 3, 16, dtype=dtype)).dtype == dtype
+    with pytest.raises(ValueError, match=r"sequence of 9 positions exceeds max_len=8"):
+        positional(torch.zeros(1, 9, 16))
+    with pytest.raises(ValueError, match=r"sequence of 10 positions exceeds max_len=8"):
+        positional(torch.zeros(1, 3, 16), start=7)
