@@ -470,3 +470,21 @@ def test_the_positional_encoding_follows_the_input_dtype_and_refuses_positions_i
         positional(torch.zeros(1, 9, 16))
     with pytest.raises(ValueError, match=r"sequence of 10 positions exceeds max_len=8"):
         positional(torch.zeros(1, 3, 16), start=7)
+
+
+def test_attention_dropout_acts_in_training_only_on_the_fused_path_too():
+    """Without capture attention takes the fused kernel, which applies the attention dropout itself: in train mode
+    two passes differ (nothing else drops), in eval mode they are equal and match the explicit path's."""
+    torch.manual_seed(0)
+    model = Transformer(small_config(40, dropout=0.0, attention_dropout=0.5))
+    src, tgt = random_batch(40, pad=True)
+    model.train()
+    assert not torch.allclose(model(src, tgt), model(src, tgt))
+    model.eval()
+    fused = model(src, tgt)
+    assert torch.equal(model(src, tgt), fused)
+    with capture_attention(model):
+        explicit = model(src, tgt)
+    assert torch.allclose(fused, explicit, atol=1e-5)
+    without = Transformer(small_config(40, dropout=0.0, attention_dropout=0.0)).train()
+    assert torch.equal(without(src, tgt), without(src, tgt))
