@@ -8,8 +8,12 @@ from typing import Any
 
 ACTIVATIONS = ("relu", "gelu", "swish")
 POSITIONAL_LAYOUTS = ("interleaved", "marian")
+# What each stack adds to its embeddings: the paper's fixed sinusoids, nothing (the model then sees a bag of tokens:
+# the lesson of the Train view), or a learned vector per position (Gehring et al. 2017; section 3.5 compares them).
+POSITIONAL_ENCODINGS = ("sinusoidal", "none", "learned")
 # Options written to config.json only when they differ from their default, so older configs match.
 OPTIONAL_FIELDS = (
+    "positional_encoding",
     "positional_layout",
     "scale_embedding",
     "final_logits_bias",
@@ -50,6 +54,7 @@ class TransformerConfig:
     unk_id: int = 1
     bos_id: int | None = 2  # None: the vocabulary has no <s> (MarianMT); decoder_start_id then starts decoding
     eos_id: int = 3
+    positional_encoding: str = "sinusoidal"  # "sinusoidal" (3.5), "none" or "learned"
     positional_layout: str = "interleaved"  # sin/cos in even/odd dims (the paper), or "marian": sines then cosines
     scale_embedding: bool = True  # multiply embeddings by sqrt(d_model) (section 3.4)
     final_logits_bias: bool = False  # a fixed (1, V) buffer added to the logits (MarianMT's final_logits_bias)
@@ -65,6 +70,11 @@ class TransformerConfig:
             problems.append(f"d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads})")
         if self.activation not in ACTIVATIONS:
             problems.append(f"activation must be one of {', '.join(ACTIVATIONS)}, not {self.activation!r}")
+        if self.positional_encoding not in POSITIONAL_ENCODINGS:
+            problems.append(
+                f"positional_encoding must be one of {', '.join(POSITIONAL_ENCODINGS)}, "
+                f"not {self.positional_encoding!r}"
+            )
         if self.positional_layout not in POSITIONAL_LAYOUTS:
             problems.append(
                 f"positional_layout must be one of {', '.join(POSITIONAL_LAYOUTS)}, not {self.positional_layout!r}"

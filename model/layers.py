@@ -87,11 +87,23 @@ def sinusoidal_encoding(max_len: int, d_model: int, layout: str = "interleaved")
 
 
 class PositionalEncoding(nn.Module):
-    """3.5: adds the fixed sinusoidal encoding, then dropout. The added encoding is probed."""
+    """3.5: adds the position's encoding, then dropout. The added encoding is probed.
 
-    def __init__(self, d_model: int, max_len: int, dropout: float, layout: str = "interleaved") -> None:
+    ``kind`` "sinusoidal" is the paper's fixed encoding; "learned" starts from it and trains it (a parameter, so it
+    is saved with the weights); "none" adds zeros, so the stacks see their tokens without their order.
+    """
+
+    def __init__(
+        self, d_model: int, max_len: int, dropout: float, layout: str = "interleaved", kind: str = "sinusoidal"
+    ) -> None:
         super().__init__()
-        self.register_buffer("encoding", sinusoidal_encoding(max_len, d_model, layout), persistent=False)
+        fixed = sinusoidal_encoding(max_len, d_model, layout)
+        if kind == "learned":
+            self.encoding = nn.Parameter(fixed)
+        else:
+            self.register_buffer(
+                "encoding", fixed if kind == "sinusoidal" else torch.zeros_like(fixed), persistent=False
+            )
         self.dropout = Dropout(dropout)
         self.probe = Probe("positional")
 

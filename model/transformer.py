@@ -130,7 +130,9 @@ class Stack(nn.Module):
     def __init__(self, config: TransformerConfig, embed: TokenEmbedding, layers: list[nn.Module]) -> None:
         super().__init__()
         self.embed = embed
-        self.positional = PositionalEncoding(config.d_model, config.max_len, config.dropout, config.positional_layout)
+        self.positional = PositionalEncoding(
+            config.d_model, config.max_len, config.dropout, config.positional_layout, config.positional_encoding
+        )
         self.layers = nn.ModuleList(layers)
         self.norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps) if config.final_norm else None
 
@@ -202,8 +204,8 @@ class Transformer(nn.Module):
         can still collapse the encoder (one vector for all positions, uniform cross-attention); pre-norm layers
         (``norm_first``) keep the positions apart (docs/training-recipe.md).
         """
-        for parameter in self.parameters():
-            if parameter.dim() > 1:
+        for name, parameter in self.named_parameters():
+            if parameter.dim() > 1 and not name.endswith("positional.encoding"):  # a learned encoding starts at 3.5's
                 nn.init.xavier_uniform_(parameter)
         # a shared table is drawn once: a second draw would change what every seeded model (the tests') gets
         for embed in dict.fromkeys((self.encoder.embed, self.decoder.embed)):

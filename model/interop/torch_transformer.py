@@ -209,6 +209,10 @@ def import_torch(module: nn.Module, pad_id: int, bos_id: int, eos_id: int, unk_i
 
 def export_torch(model: Transformer) -> Seq2SeqTransformer:
     """A tutorial-style Seq2SeqTransformer with this model's weights (same outputs)."""
+    if model.config.positional_encoding == "learned":
+        raise ValueError(
+            "a learned positional encoding cannot be exported: the tutorial's stacks share one fixed table"
+        )
     module = Seq2SeqTransformer(model.config)
     _copy_weights(model, module, to_torch=True)
     with torch.no_grad():

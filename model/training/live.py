@@ -1,0 +1,519 @@
+"""Train a small Transformer on a toy task while someone watches: ``train_toy(settings, on_step)``.
+
+The Train view, a notebook and ``python -m model.training.live`` all run this one function. It
+builds the model, a word tokenizer and the data from ``ToySettings``, then optimises with the
+project's own parts (``TranslationLoss``, ``train_step``, ``make_optimizer``, ``inverse_sqrt``,
+``encode_examples``, ``collate``) and calls ``on_step`` after every step with a ``Progress``:
+the step's loss and, every ``eval_every`` steps, the held-out exact match and the
+cross-attention of one fixed held-out example, teacher-forced on its right answer. The result
+(a ``ToyRun``) is plain data (weights, optimiser state, tokenizer bytes, history) that pickles
+across processes, continues with more steps, and becomes a ``Translator`` or a checkpoint
+folder like any shipped one. docs/train.md explains the view and its lessons.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import random
+import shlex
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from model.card import Card, HeadScore, ToyTaskSection, TrainingRun
+from model.checkpoint import save_checkpoint
+from model.config import POSITIONAL_ENCODINGS, TransformerConfig
+from model.tokenizer import Tokenizer, train_sentencepiece
+from model.trace import Trace
+from model.training.data import Example, collate, encode_examples
+from model.training.loss import TranslationLoss
+from model.training.optimization import inverse_sqrt, make_optimizer, train_step
+from model.training.toy_tasks import (
+    ADJECTIVES,
+    DETERMINERS,
+    NOUNS,
+    SYMBOLS,
+    TASKS,
+    VERBS,
+    Lengths,
+    alignment_scores,
+    clearest_head,
+    generate_pairs,
+)
+from model.transformer import Transformer
+from model.translator import Translator
+
+# What a person may ask for: small enough that a step takes milliseconds on one CPU thread and a class's trainings
+# fit in memory together, large enough for every lesson.
+LAYER_RANGE = (1, 4)
+HEAD_RANGE = (1, 8)
+D_MODEL_RANGE = (16, 128)
+LENGTH_RANGE = (2, 16)  # symbols per sequence; two or more leave room for a held-out set of unseen inputs
+STEP_RANGE = (1, 20_000)
+LEARNING_RATE_RANGE = (1e-5, 0.1)
+TRAINING_POOL = 20_000  # distinct training inputs drawn up front (fewer when the task has fewer)
+
+
+@dataclass(frozen=True)
+class ToySettings:
+    """Everything a toy training depends on; the same settings and seed train the same model."""
+
+    task: str = "reverse"
+    shortest: int = 3  # symbols per input (copy, reverse, sort; svo-sov sentences follow their grammar)
+    longest: int = 8
+    encoder_layers: int = 2
+    decoder_layers: int = 2
+    heads: int = 4
+    d_model: int = 32
+    positional: str = "sinusoidal"  # model.config.POSITIONAL_ENCODINGS
+    learning_rate: float = 3e-3
+    steps: int = 1000  # the budget: training stops after this many steps (Stop ends it sooner)
+    batch_size: int = 128  # pairs per step
+    warmup: int = 100  # steps of linear warm-up before the inverse-square-root decay (section 5.3)
+    seed: int = 0
+    eval_every: int = 25  # steps between held-out measurements (and attention snapshots)
+    held_out: int = 200  # held-out inputs, never trained on, that exact match is measured on
+
+    def problems(self) -> list[str]:
+        """What is wrong with these settings, in words a person can act on; empty when they can train."""
+        problems = []
+        if self.task not in TASKS:
+            problems.append(f"the task must be one of {', '.join(TASKS)}, not {self.task!r}")
+        low, high = LENGTH_RANGE
+        if not low <= self.shortest <= self.longest <= high:
+            problems.append(
+                f"the input lengths must satisfy {low} <= shortest <= longest <= {high} "
+                f"(got {self.shortest} to {self.longest})"
+            )
+        for name, value in (("encoder layers", self.encoder_layers), ("decoder layers", self.decoder_layers)):
+            if not LAYER_RANGE[0] <= value <= LAYER_RANGE[1]:
+                problems.append(f"{name} must be between {LAYER_RANGE[0]} and {LAYER_RANGE[1]} (got {value})")
+        if not HEAD_RANGE[0] <= self.heads <= HEAD_RANGE[1]:
+            problems.append(f"heads must be between {HEAD_RANGE[0]} and {HEAD_RANGE[1]} (got {self.heads})")
+        if not D_MODEL_RANGE[0] <= self.d_model <= D_MODEL_RANGE[1]:
+            problems.append(f"d_model must be between {D_MODEL_RANGE[0]} and {D_MODEL_RANGE[1]} (got {self.d_model})")
+        elif self.heads >= 1 and self.d_model % self.heads:
+            problems.append(f"d_model ({self.d_model}) must be divisible by the number of heads ({self.heads})")
+        if self.positional not in POSITIONAL_ENCODINGS:
+            problems.append(f"the positional encoding must be one of {', '.join(POSITIONAL_ENCODINGS)}")
+        if not LEARNING_RATE_RANGE[0] <= self.learning_rate <= LEARNING_RATE_RANGE[1]:
+            problems.append(
+                f"the learning rate must be between {LEARNING_RATE_RANGE[0]:g} and {LEARNING_RATE_RANGE[1]:g} "
+                f"(got {self.learning_rate:g})"
+            )
+        if not STEP_RANGE[0] <= self.steps <= STEP_RANGE[1]:
+            problems.append(
+                f"the step budget must be between {STEP_RANGE[0]} and {STEP_RANGE[1]:,} (got {self.steps:,})"
+            )
+        for name in ("batch_size", "warmup", "eval_every", "held_out"):
+            if getattr(self, name) < 1:
+                problems.append(f"{name} must be at least 1")
+        return problems
+
+    def check(self) -> None:
+        """Raise ValueError naming every problem (``problems``)."""
+        problems = self.problems()
+        if problems:
+            raise ValueError("; ".join(problems))
+
+    def same_model(self, other: ToySettings) -> bool:
+        """Whether ``other`` trains the same model on the same data (only the rate and the budget may differ), so
+        a run with these settings can continue with ``other``."""
+        free = {"learning_rate", "steps", "warmup", "eval_every"}
+        return all(getattr(self, f.name) == getattr(other, f.name) for f in fields(self) if f.name not in free)
+
+    def command(self, out: str = "runs/toy") -> str:
+        """The command line that trains this model again (seeded: the same weights)."""
+        defaults = ToySettings()
+        options = [
+            f"--{f.name.replace('_', '-')} {shlex.quote(str(getattr(self, f.name)))}"
+            for f in fields(self)
+            if getattr(self, f.name) != getattr(defaults, f.name) or f.name == "task"
+        ]
+        return " ".join(["python -m model.training.live", *options, "--out", shlex.quote(out)])
+
+
+@dataclass(frozen=True)
+class Lesson:
+    """A "try this" claim of the Train view: settings to train with and the held-out exact match they should reach
+    (``at_least``) or never exceed (``at_most``) within ``steps``, measured every 50 steps on one CPU thread as the
+    Train view's workers train. tests/model/test_live.py trains every one and checks it."""
+
+    title: str
+    changes: dict[str, Any]  # ToySettings fields that differ from the defaults
+    expect: str  # what the class should see, in words
+    steps: int
+    at_least: float | None = None
+    at_most: float | None = None
+
+    def settings(self, **more: Any) -> ToySettings:
+        return replace(ToySettings(), **{**self.changes, **more})
+
+
+LESSONS = (
+    Lesson(
+        "Reverse, with the positional encoding",
+        {},
+        "Held-out exact match climbs past 90% within about 500 steps, and the cross-attention of the last layer "
+        "turns from a blur into the anti-diagonal: output step i reads source position n-1-i.",
+        steps=500,
+        at_least=0.9,
+    ),
+    Lesson(
+        "Reverse, without the positional encoding",
+        {"positional": "none"},
+        "It never learns: exact match stays near 0%. Without the encoding the encoder sees a bag of symbols "
+        '("a b c" and "c b a" give it the same vectors), so nothing can tell which symbol comes last.',
+        steps=600,
+        at_most=0.1,
+    ),
+    Lesson(
+        "Copy, without the positional encoding",
+        {"task": "copy", "positional": "none"},
+        "It fails too, for the same reason: copying needs to know which symbol came first.",
+        steps=600,
+        at_most=0.1,
+    ),
+    Lesson(
+        "Sort, without the positional encoding",
+        {"task": "sort", "positional": "none"},
+        "It learns anyway, within a few hundred steps: sorting needs only which symbols are there, not where.",
+        steps=300,
+        at_least=0.95,
+    ),
+    Lesson(
+        "Copy with one head",
+        {"task": "copy", "heads": 1},
+        "One head is enough: it learns the diagonal and copies nearly every held-out input within 400 steps.",
+        steps=400,
+        at_least=0.9,
+    ),
+    Lesson(
+        "Reverse with a learned positional encoding",
+        {"positional": "learned"},
+        "It learns as well: the encoding starts as the sinusoids and is trained with the rest of the model.",
+        steps=500,
+        at_least=0.9,
+    ),
+)
+
+
+@dataclass
+class Progress:
+    """What ``on_step`` receives after a step. The held-out fields are set every ``eval_every`` steps and at the end."""
+
+    step: int
+    steps: int  # the budget of this call
+    elapsed_s: float  # training time so far, over every call that made this run
+    loss: float  # mean cross-entropy per target token of this step's batch
+    exact_match: float | None = None  # share of held-out inputs translated exactly right (greedy)
+    attention: Trace | None = None  # the fixed held-out example, teacher-forced on its right answer
+    alignment: dict[str, list[float]] | None = None  # per cross-attention module and head: on the expected position
+
+
+@dataclass
+class HistoryPoint:
+    step: int
+    elapsed_s: float
+    loss: float
+    exact_match: float | None = None
+
+
+@dataclass
+class ToyRun:
+    """A toy training's result: picklable plain data (the model as weights), continued by ``train_toy(start=...)``."""
+
+    settings: ToySettings
+    config: dict[str, Any]
+    weights: dict[str, torch.Tensor]
+    optimizer: dict[str, Any]
+    tokenizer_model: bytes
+    held_out: list[tuple[str, str]]
+    step: int = 0
+    elapsed_s: float = 0.0
+    history: list[HistoryPoint] = field(default_factory=list)
+    stopped: str = ""
+    exact_match: float | None = None
+    alignment: dict[str, list[float]] = field(default_factory=dict)
+
+    @property
+    def example(self) -> tuple[str, str]:
+        """The held-out pair whose attention is watched."""
+        return self.held_out[0]
+
+    def model(self) -> Transformer:
+        model = Transformer(TransformerConfig.from_dict(self.config))
+        model.load_state_dict(self.weights)
+        return model.eval()
+
+    def tokenizer(self) -> Tokenizer:
+        return Tokenizer.from_model_bytes(self.tokenizer_model)
+
+    def card(self) -> Card:
+        task = TASKS[self.settings.task]
+        clearest = clearest_head(self.alignment) if self.alignment else None
+        return Card(
+            source_language=task.source_suffix,
+            target_language=task.target_suffix,
+            data=f"{task.name} pairs drawn by model.training.live (seed {self.settings.seed})",
+            final_weights=f"the weights at step {self.step}",
+            stopped=self.stopped,
+            train_command=self.settings.command(),
+            wall_time_s=round(self.elapsed_s, 1),
+            hardware="one CPU thread",
+            history=[TrainingRun(command=self.settings.command(), steps=self.step, stopped=self.stopped)],
+            toy_task=ToyTaskSection(
+                task=task.name,
+                rule=task.rule,
+                seed=self.settings.seed,
+                lengths=(
+                    {"shortest": self.settings.shortest, "longest": self.settings.longest, "symbols": len(SYMBOLS)}
+                    if task.uses_lengths
+                    else "5-9 words (grammar)"
+                ),
+                pattern=task.pattern,
+                held_out_pairs=len(self.held_out),
+                held_out_exact_match=self.exact_match,
+                attention_pairs=1 if self.alignment else None,
+                steps_on_expected_source_position=self.alignment or None,
+                clearest_head=HeadScore(**clearest) if clearest else None,
+                measured_with="model.training.live (held-out exact match; attention of its watched example)",
+            ),
+        )
+
+    def translator(self, name: str = "") -> Translator:
+        """The trained model as the explorer and the analyses use a loaded checkpoint (CPU)."""
+        return Translator(self.model(), self.tokenizer(), torch.device("cpu"), name=name, card=self.card())
+
+    def save(self, folder: str | Path) -> Path:
+        """A checkpoint folder like the shipped ones: config, weights (fp16), tokenizer and card."""
+        return save_checkpoint(folder, self.model(), self.tokenizer(), self.card(), half=True)
+
+
+def vocabulary(task: str) -> list[str]:
+    """Every word the task's inputs and outputs use."""
+    return list(SYMBOLS) if task != "svo-sov" else [*DETERMINERS, *ADJECTIVES, *NOUNS, *VERBS]
+
+
+def distinct_inputs(settings: ToySettings) -> float:
+    """How many different inputs the task can draw (inf for the grammar's sentences: far more than any pool)."""
+    if not TASKS[settings.task].uses_lengths:
+        return math.inf
+    lengths = range(settings.shortest, settings.longest + 1)
+    symbols = len(SYMBOLS)
+    if settings.task == "sort":  # distinct symbols: ordered draws without repetition
+        return float(sum(math.perm(symbols, length) for length in lengths if length <= symbols))
+    return float(sum(symbols**length for length in lengths))
+
+
+def draw_data(settings: ToySettings) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """Held-out pairs, then training pairs whose inputs are all different from them (seeded)."""
+    task = TASKS[settings.task]
+    rng = random.Random(settings.seed)
+    lengths = Lengths(settings.shortest, settings.longest, len(SYMBOLS))
+    space = distinct_inputs(settings)
+    held_out_count = int(min(settings.held_out, space // 4))
+    seen: set[str] = set()
+    held_out = generate_pairs(task, held_out_count, rng, lengths, seen)
+    train = generate_pairs(task, int(min(TRAINING_POOL, space - held_out_count)), rng, lengths, seen)
+    return held_out, train
+
+
+def build(settings: ToySettings) -> tuple[TransformerConfig, bytes]:
+    """The model's configuration and a SentencePiece word model of the task's vocabulary (one piece a word)."""
+    words = vocabulary(settings.task)
+    tokenizer_model = train_sentencepiece([" ".join(words)] * 4, len(words) + 4, "word", normalization="identity")
+    size = Tokenizer.from_model_bytes(tokenizer_model).vocab_size("source")
+    longest = settings.longest if TASKS[settings.task].uses_lengths else 9
+    config = TransformerConfig(
+        src_vocab_size=size,
+        tgt_vocab_size=size,
+        d_model=settings.d_model,
+        n_heads=settings.heads,
+        n_encoder_layers=settings.encoder_layers,
+        n_decoder_layers=settings.decoder_layers,
+        d_ff=2 * settings.d_model,
+        dropout=0.0,  # the data is endless and noise-free: nothing to regularise, and it would blur the attention
+        max_len=longest + 8,  # BOS/EOS and room for a model that has not learned to stop yet
+        share_embeddings=True,
+        tie_output=True,
+        output_bias=False,
+        positional_encoding=settings.positional,
+    )
+    return config, tokenizer_model
+
+
+def start_run(settings: ToySettings) -> ToyRun:
+    """A fresh, untrained run: seeded weights, the data drawn, nothing trained yet."""
+    settings.check()
+    config, tokenizer_model = build(settings)
+    torch.manual_seed(settings.seed)
+    model = Transformer(config)
+    held_out, _ = draw_data(settings)
+    return ToyRun(
+        settings=settings,
+        config=config.to_dict(),
+        weights={name: value.detach().clone() for name, value in model.state_dict().items()},
+        optimizer={},
+        tokenizer_model=tokenizer_model,
+        held_out=held_out,
+    )
+
+
+def measure(translator: Translator, run: ToyRun) -> tuple[float, Trace, dict[str, list[float]]]:
+    """Held-out exact match (greedy), the watched example's trace and its per-head alignment with the task's rule."""
+    sources = [source for source, _ in run.held_out]
+    hypotheses = translator.translate_batch(sources, beam_size=1)
+    exact = sum(h == t for h, (_, t) in zip(hypotheses, run.held_out, strict=True)) / len(run.held_out)
+    source, target = run.example
+    trace = translator.trace(source, target=target)
+    return exact, trace, alignment_scores(TASKS[run.settings.task], [trace])
+
+
+def train_toy(
+    settings: ToySettings,
+    on_step: Callable[[Progress], None] | None = None,
+    should_stop: Callable[[], bool] | None = None,
+    start: ToyRun | None = None,
+) -> ToyRun:
+    """Train for ``settings.steps`` steps (from ``start`` when given, which must be the same model) and return the run.
+
+    ``on_step`` gets a ``Progress`` after every step; ``should_stop`` is asked before every step and ends the
+    training at once when it says so (the run keeps what it learned). Runs on the CPU in the calling thread with
+    the thread's torch settings (the Train view's workers use one thread).
+    """
+    settings.check()
+    if start is not None and not start.settings.same_model(settings):
+        raise ValueError("a run continues only with the same task and model; start a new one to change them")
+    run = replace(start) if start is not None else start_run(settings)
+    run.settings = settings
+    config = TransformerConfig.from_dict(run.config)
+    model = Transformer(config)
+    model.load_state_dict(run.weights)
+    tokenizer = Tokenizer.from_model_bytes(run.tokenizer_model)
+    translator = Translator(model, tokenizer, torch.device("cpu"))
+    _, train_pairs = draw_data(settings)
+    examples: list[Example] = encode_examples(train_pairs, tokenizer, config)
+    optimizer = make_optimizer(model.parameters(), settings.learning_rate, weight_decay=0.0)
+    if run.optimizer:
+        optimizer.load_state_dict(run.optimizer)
+    loss_of = TranslationLoss(model, config.pad_id, label_smoothing=0.0)
+    rng = random.Random(settings.seed * 1_000_003 + run.step)  # a continued run draws new batches
+    history = list(run.history)
+    began, elapsed_before = time.perf_counter(), run.elapsed_s
+    stopped = f"stopped after its budget of {settings.steps} steps"
+    last = 0
+    for last in range(1, settings.steps + 1):
+        if should_stop is not None and should_stop():
+            last -= 1
+            stopped = f"stopped by hand after {run.step + last} steps"
+            break
+        model.train()
+        src, tgt = collate(rng.sample(examples, min(settings.batch_size, len(examples))), config.pad_id)
+        tokens = int((tgt[:, 1:] != config.pad_id).sum())
+        for group in optimizer.param_groups:
+            group["lr"] = settings.learning_rate * inverse_sqrt(run.step + last, settings.warmup)
+        loss_sum = train_step(
+            loss_of, model.parameters(), optimizer, src, tgt, clip_norm=1.0, use_amp=False, loss_divisor=tokens
+        )
+        progress = Progress(
+            run.step + last,
+            run.step + settings.steps,
+            elapsed_before + time.perf_counter() - began,
+            float(loss_sum) / tokens,
+        )
+        if last % settings.eval_every == 0 or last == settings.steps:
+            model.eval()
+            progress.exact_match, progress.attention, progress.alignment = measure(translator, run)
+            run.exact_match, run.alignment = progress.exact_match, progress.alignment
+        history.append(HistoryPoint(progress.step, progress.elapsed_s, progress.loss, progress.exact_match))
+        if on_step is not None:
+            on_step(progress)
+    model.eval()
+    if history and history[-1].exact_match is None and last > 0:  # stopped between measurements: measure the end
+        exact, trace, alignment = measure(translator, run)
+        history[-1].exact_match, run.exact_match, run.alignment = exact, exact, alignment
+    run.step += last
+    run.elapsed_s = elapsed_before + time.perf_counter() - began
+    run.history = history
+    run.stopped = stopped
+    run.weights = {name: value.detach().clone() for name, value in model.state_dict().items()}
+    run.optimizer = optimizer.state_dict()
+    return run
+
+
+def held_out_curve(run: ToyRun) -> list[tuple[int, float, float]]:
+    """(step, seconds, exact match) at every measurement: the curve the benchmarks report."""
+    return [(p.step, round(p.elapsed_s, 2), p.exact_match) for p in run.history if p.exact_match is not None]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    defaults = ToySettings()
+    parser = argparse.ArgumentParser(
+        prog="python -m model.training.live",
+        description=(
+            "Train a small Transformer on a toy task (what the explorer's Train view runs) and write a checkpoint\n"
+            "folder the explorer opens like a shipped one. Seeded: the same options give the same weights."
+        ),
+        epilog="example:\n  python -m model.training.live --task reverse --steps 1500 --out runs/live-reverse",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    help_texts = {
+        "task": f"toy task: {', '.join(TASKS)}",
+        "shortest": "fewest symbols in an input (copy, reverse, sort)",
+        "longest": "most symbols in an input (copy, reverse, sort)",
+        "positional": f"positional encoding: {', '.join(POSITIONAL_ENCODINGS)}",
+        "steps": "optimisation steps (the budget)",
+        "batch_size": "pairs per step",
+        "warmup": "steps of linear warm-up, then inverse-square-root decay",
+        "eval_every": "steps between held-out measurements",
+        "held_out": "held-out inputs exact match is measured on",
+    }
+    for item in fields(ToySettings):
+        default = getattr(defaults, item.name)
+        parser.add_argument(
+            f"--{item.name.replace('_', '-')}",
+            type=type(default),
+            default=default,
+            choices=sorted(TASKS)
+            if item.name == "task"
+            else POSITIONAL_ENCODINGS
+            if item.name == "positional"
+            else None,
+            help=f"{help_texts.get(item.name, item.name.replace('_', ' '))} (default: %(default)s)",
+        )
+    parser.add_argument("--out", required=True, help="the checkpoint folder to write")
+    parser.add_argument("--quiet", action="store_true", help="print only the result")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
+    settings = ToySettings(**{f.name: getattr(args, f.name) for f in fields(ToySettings)})
+    try:
+        settings.check()
+    except ValueError as error:
+        build_parser().error(str(error))
+    torch.set_num_threads(1)
+
+    def report(progress: Progress) -> None:
+        if progress.exact_match is not None and not args.quiet:
+            print(
+                f"step {progress.step}/{progress.steps}  {progress.elapsed_s:5.1f} s  loss {progress.loss:.3f}  "
+                f"held-out exact match {progress.exact_match:.1%}",
+                file=sys.stderr,
+            )
+
+    run = train_toy(settings, on_step=report)
+    folder = run.save(args.out)
+    print(f"{folder}: {run.stopped}; held-out exact match {run.exact_match:.1%} after {run.elapsed_s:.1f} s")
+
+
+if __name__ == "__main__":
+    main()
