@@ -34,6 +34,7 @@ from viz.quiz import Guess, QuizScore, StepScore, StepTruth, score_step, step_tr
 from viz.style import ATTENTION_COLORSCALE, chart_config, download_name, power_colorscale
 from viz.tokens import TokenAttention, display_piece, select_tokens
 from viz.trace_views import AttentionAxes, DecodingStep, attention_axes, decoding_step
+from viz.training import alignment_grid, alignment_heatmap, training_curves
 from viz.whatif import fork_attention_figures, fork_info, fork_tokens_figure
 
 __all__ = [
@@ -49,6 +50,8 @@ __all__ = [
     "TokenAttention",
     "ablation_tokens_figure",
     "aggregate_figure",
+    "alignment_grid",
+    "alignment_heatmap",
     "attribution_maps",
     "attribution_rows",
     "attention_axes",
@@ -94,5 +97,6 @@ __all__ = [
     "token_probabilities",
     "top_k_figure",
     "total_score",
+    "training_curves",
     "translation_diff_figure",
 ]
