@@ -37,7 +37,9 @@ def route(ctx: PageContext) -> None:
     choices = views.choices(presenting())
     bind("view", choices[0], choices)
     quiz = st.session_state.view == "quiz"
-    translation_section(ctx, hide_output=quiz)
+    about_the_sentence = views.VIEWS[st.session_state.view].about_the_sentence
+    if about_the_sentence:
+        translation_section(ctx, hide_output=quiz)
     # in presenter mode the picker is in the sidebar under the sentence (ctx.controls): the main area is the slide
     picker = ctx.controls if ctx.controls is not None else st
     view = picker.segmented_control(
@@ -49,7 +51,7 @@ def route(ctx: PageContext) -> None:
         label_visibility="collapsed" if ctx.controls is None else "visible",
     )
     views.render(view, ctx)
-    if not presenting():
+    if not presenting() and about_the_sentence:
         details_section(ctx, hide_output=quiz)
 
 

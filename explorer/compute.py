@@ -9,11 +9,15 @@ computes it once. Keys are small frozen dataclasses (Streamlit hashes their fiel
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import streamlit as st
+from streamlit import runtime
 
 from model import load_checkpoint
 from model.analysis.ablation import AblationComparison, compare_ablation
@@ -27,7 +31,10 @@ from model.beam_tree import BeamTree
 from model.checkpoint import CheckpointEntry, scan_checkpoints
 from model.heads import HeadRef
 from model.trace import Trace
+from model.training.pool import TrainingPool, default_slots
 from model.translator import Translator
+
+TRAININGS_ENV = "ATTENTION_EXPLORER_TRAININGS"  # trainings the Train view runs at once on this server
 
 Stamp = tuple[tuple[str, float], ...]
 
@@ -176,3 +183,26 @@ def compute_positional(key: TraceKey, experiment: str, stacks: tuple[str, ...], 
     return compare_positional(
         translator, key.text, experiment, seed=seed, beam_size=key.beam_size, max_len=key.max_len, stacks=stacks
     )
+
+
+def trained_folder(owner: str) -> Path:
+    """Where a session keeps the models it trained and opened in the other views (gone with the session)."""
+    return Path(tempfile.gettempdir()) / "attention-explorer-trained" / owner.replace("/", "-")
+
+
+def session_alive(owner: str) -> bool:
+    """Whether the browser session of a training's owner ("session id/random", explorer.views.train.owner) is still
+    connected; always True outside a Streamlit server (tests, scripts)."""
+    return not runtime.exists() or runtime.get_instance().is_active_session(owner.split("/")[0])
+
+
+def forget_session(owner: str) -> None:
+    shutil.rmtree(trained_folder(owner), ignore_errors=True)
+
+
+@st.cache_resource(show_spinner=False)
+def training_pool() -> TrainingPool:
+    """The server's toy trainings: at most ATTENTION_EXPLORER_TRAININGS at once (default: one per core but one),
+    each in its own process; a session's training ends soon after the session does."""
+    slots = int(os.environ.get(TRAININGS_ENV) or default_slots())
+    return TrainingPool(slots, alive=session_alive, on_gone=forget_session)

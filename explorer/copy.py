@@ -296,6 +296,37 @@ EXPLANATIONS: dict[str, str] = {
         "spreads its attention almost evenly; training sharpens it. Below the chart, each stage "
         "translates the sentence on its own."
     ),
+    "train": (
+        "**Train a Transformer and watch it learn.** Pick a toy task whose right attention is known in advance "
+        "(copy: a diagonal; reverse: an anti-diagonal; sort: each output step reads the symbol it writes; svo-sov: "
+        "the verb moves to the end), a model and a step budget, and press **Start**. Every second the page shows "
+        "the training loss, the share of held-out inputs (never trained on) the model gets exactly right, and the "
+        "cross-attention of one held-out example, teacher-forced on its right answer, with the cells the task says "
+        "to read outlined in orange. A new model reads everything a little; as it learns, the outlined cells "
+        "light up. Other views stay usable while it trains; **Explore this model** opens it in all of them."
+    ),
+    "train_positional": (
+        "Sinusoidal: the paper's fixed encoding of each position. None: the model gets no position at all and "
+        "sees each input as a bag of symbols. Learned: starts as the sinusoids and is trained with the model."
+    ),
+    "train_outline": (
+        "Orange outlines: the source position the task says each output step should read. Teacher-forced on the "
+        "right answer, so every row has one, whatever the model would write."
+    ),
+    "train_steps": "Training stops after this many steps (Stop ends it sooner; Continue adds this many more).",
+    "train_continue": "Train the finished model for another budget of steps (change the learning rate or the steps).",
+    "train_idle": (
+        "No training yet. Press **Start** to train with the settings on the left, or pick a lesson under "
+        "**Try this**. The curves and the attention appear here."
+    ),
+    "train_explore": (
+        "Opens the trained model as the checkpoint “{name}” in every other view (decoding steps, heads, word "
+        "sources, experiments), for this browser session only."
+    ),
+    "train_save_off": (
+        "Saving into the server's checkpoint list is off on this server (a shared one keeps its list fixed); "
+        "whoever runs it can allow it with {env}=1."
+    ),
     "presenter": (
         "Presenter mode: large text and figures, fewer controls, one view at a time. Step through "
         "decoding with the ← and → keys (Home and End jump to the first and last step)."
@@ -386,6 +417,19 @@ def file_cap_notice(total: int, used: int) -> str:
         "hold up the shared server."
     )
 
+
+TRAIN_STATES = {
+    "queued": "Waiting for a free slot: number {position} in the queue. It starts when a training ahead of it ends.",
+    "running": "Training",
+    "stopping": "Stopping",
+    "finished": "Finished",
+    "cancelled": "Cancelled before it started",
+    "failed": "Failed",
+}
+LESSON_RESULT = (
+    "Each claim was measured with the default settings and seed 0, and the tests train every one again "
+    "(tests/model/test_live.py); another seed may take a little longer."
+)
 
 STAGE_NAMES = {"untrained": "untrained", "early": "early in training", "final": "finished model"}
 

@@ -14,7 +14,7 @@ from explorer.compute import ModelKey, folder_stamp, list_checkpoints, load_tran
 from explorer.context import Display
 from explorer.copy import DEVICE_NAMES, EXPLANATIONS, describe_card, escape_markdown
 from explorer.state import BEAM_SIZES, DEVICES, DISPLAY_TOGGLES, SEARCHES, bind, presenting
-from model.checkpoint import CheckpointEntry
+from model.checkpoint import CheckpointEntry, read_card
 from model.translator import Translator
 
 CHECKPOINTS_ENV = "ATTENTION_EXPLORER_CHECKPOINTS"
@@ -81,6 +81,16 @@ def presenter_toggle() -> DeltaGenerator | None:
     return st.sidebar.container()
 
 
+def trained_checkpoints() -> dict[str, CheckpointEntry]:
+    """The models this session trained and opened (the Train view's "Explore this model"), while their folders
+    exist."""
+    entries = {}
+    for name, path in st.session_state.get("trained_checkpoints", {}).items():
+        if (Path(path) / "card.json").is_file():
+            entries[name] = CheckpointEntry(name, path, read_card(path))
+    return entries
+
+
 def checkpoint_picker() -> tuple[CheckpointEntry, ModelKey, Translator]:
     """The checkpoint (its card, every folder's status) and the device: the entry, its cache key and the loaded model.
 
@@ -97,10 +107,18 @@ def checkpoint_picker() -> tuple[CheckpointEntry, ModelKey, Translator]:
             "model.safetensors, a tokenizer model and card.json."
         )
         st.stop()
+    trained = trained_checkpoints()
+    usable.update(trained)
     names = list(usable)
     asked = (st.session_state.get("url_request") or {}).get("checkpoint")
     bind("checkpoint", DEFAULT_CHECKPOINT if DEFAULT_CHECKPOINT in usable else names[0], names)
-    name = st.sidebar.selectbox("Checkpoint", names, key="checkpoint", on_change=note_switch)
+    name = st.sidebar.selectbox(
+        "Checkpoint",
+        names,
+        key="checkpoint",
+        on_change=note_switch,
+        format_func=lambda option: f"{option} (trained here)" if option in trained else option,
+    )
     if asked is not None and asked not in usable:
         st.warning(f"Checkpoint “{escape_markdown(asked)}” is not available; using {escape_markdown(name)}.")
     entry = usable[name]

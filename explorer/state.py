@@ -24,8 +24,11 @@ from streamlit.runtime.scriptrunner import get_script_run_ctx
 from model.analysis.ablation import ABLATION_MODES
 from model.analysis.head_stats import STATISTICS
 from model.analysis.positional import POSITIONAL_EXPERIMENTS, POSITIONAL_STACKS
+from model.config import POSITIONAL_ENCODINGS
 from model.decoding import DEFAULT_BEAM_SIZE
 from model.heads import ATTENTION_KINDS
+from model.training.live import D_MODEL_RANGE, HEAD_RANGE, LAYER_RANGE, LENGTH_RANGE, ToySettings
+from model.training.toy_tasks import TASKS
 
 DEVICES = ("auto", "cpu", "cuda")
 SEARCHES = ("greedy", "beam")
@@ -36,6 +39,11 @@ STATS_SOURCES = ("sentence", "file")
 ALL_QUERIES = -1  # head view: draw the lines of every query token
 AVERAGE_HEADS = -1  # quiz: the mean over the layer's heads decides where the model looks
 BOOLEANS = (False, True)
+TRAIN_D_MODELS = tuple(d for d in (16, 24, 32, 48, 64, 96, 128) if D_MODEL_RANGE[0] <= d <= D_MODEL_RANGE[1])
+TRAIN_LEARNING_RATES = (1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2)
+TRAIN_LAYERS = tuple(range(LAYER_RANGE[0], LAYER_RANGE[1] + 1))
+TRAIN_HEADS = tuple(range(HEAD_RANGE[0], HEAD_RANGE[1] + 1))
+TRAIN_LENGTHS = tuple(range(LENGTH_RANGE[0], LENGTH_RANGE[1] + 1))
 GIVEN_BY_THE_PAGE = None  # in SETTINGS: the default or options come from the view that draws the widget
 FROM_THE_TABLE = object()  # bind's arguments left out: the row of SETTINGS says
 
@@ -117,6 +125,20 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("pe_experiment", parse_text, "no-pe", POSITIONAL_EXPERIMENTS),
     Setting("pe_stacks", parse_text, list(POSITIONAL_STACKS), POSITIONAL_STACKS, multi=True),
     Setting("pe_seed", int, 0, tuple(range(1000))),
+    # the Train view: the toy training's settings (model.training.live.ToySettings) and the head it watches
+    Setting("train_task", parse_text, ToySettings.task, tuple(TASKS)),
+    Setting("train_shortest", int, ToySettings.shortest, TRAIN_LENGTHS),
+    Setting("train_longest", int, ToySettings.longest, TRAIN_LENGTHS),
+    Setting("train_encoder_layers", int, ToySettings.encoder_layers, TRAIN_LAYERS),
+    Setting("train_decoder_layers", int, ToySettings.decoder_layers, TRAIN_LAYERS),
+    Setting("train_heads", int, ToySettings.heads, TRAIN_HEADS),
+    Setting("train_d_model", int, ToySettings.d_model, TRAIN_D_MODELS),
+    Setting("train_positional", parse_text, ToySettings.positional, POSITIONAL_ENCODINGS),
+    Setting("train_lr", float, ToySettings.learning_rate, TRAIN_LEARNING_RATES),
+    Setting("train_steps", int, ToySettings.steps),
+    Setting("train_layer", int),
+    Setting("train_head", int, 0),
+    Setting("train_all_heads", parse_bool, False, BOOLEANS),
     Setting("presenter", parse_bool, False, BOOLEANS),
     Setting("device", parse_text, "auto", DEVICES),
     Setting("decoding", parse_text, "greedy", SEARCHES),

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from functools import partial
 
-from explorer.views import attention, attribution, evolution, experiments, positional, quiz, steps
+from explorer.views import attention, attribution, evolution, experiments, positional, quiz, steps, train
 from explorer.views.registry import Registry, View
 from model.heads import KIND_TITLES
 
@@ -24,6 +24,7 @@ VIEWS = Registry(
     View("evolution", "Training evolution", evolution.render),
     View("experiments", "Experiments", experiments.render),
     View("attribution", "Word sources", attribution.render),
+    View("train", "Train", train.render, about_the_sentence=False),
 )
 label = VIEWS.label
 render = VIEWS.render

@@ -16,6 +16,8 @@ class View:
     render: Callable[[PageContext], None]
     # The view presenter mode opens on (the decoding steps: the lesson starts at its first step).
     opens_presenter: bool = False
+    # False for a view that is not about the sentence (the Train view): the page leaves out its translation
+    about_the_sentence: bool = True
 
 
 class Registry:
