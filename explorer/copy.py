@@ -323,10 +323,7 @@ EXPLANATIONS: dict[str, str] = {
         "Opens the trained model as the checkpoint “{name}” in every other view (decoding steps, heads, word "
         "sources, experiments), for this browser session only."
     ),
-    "train_save_off": (
-        "Saving into the server's checkpoint list is off on this server (a shared one keeps its list fixed); "
-        "whoever runs it can allow it with {env}=1."
-    ),
+    "train_save_off": "Saving as a checkpoint is off on this server ({env}=1 turns it on).",
     "presenter": (
         "Presenter mode: large text and figures, fewer controls, one view at a time. Step through "
         "decoding with the ← and → keys (Home and End jump to the first and last step)."

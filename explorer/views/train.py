@@ -237,6 +237,7 @@ def _live(polling: bool) -> None:
 def explore(run: ToyRun, name: str) -> None:
     """Open the trained model in every other view: save it into the session's folder and pick it."""
     run.save(trained_folder(owner()) / name)
+    training_pool().watch(owner())  # its folder goes when the session does, even after a Reset
     st.session_state.setdefault("trained_checkpoints", {})[name] = str(trained_folder(owner()) / name)
     st.session_state.checkpoint = name
     st.session_state.checkpoint_switched = True

@@ -239,6 +239,7 @@ class ToyRun:
     elapsed_s: float = 0.0
     history: list[HistoryPoint] = field(default_factory=list)
     stopped: str = ""
+    calls: list[TrainingRun] = field(default_factory=list)  # each train_toy call that made it, oldest first
     exact_match: float | None = None
     alignment: dict[str, list[float]] = field(default_factory=dict)
 
@@ -264,10 +265,11 @@ class ToyRun:
             data=f"{task.name} pairs drawn by model.training.live (seed {self.settings.seed})",
             final_weights=f"the weights at step {self.step}",
             stopped=self.stopped,
-            train_command=self.settings.command(),
+            train_command="; then ".join(call.command for call in self.calls if call.command) or None,
+            examples=[source for source, _ in self.held_out[:5]],
             wall_time_s=round(self.elapsed_s, 1),
             hardware="one CPU thread",
-            history=[TrainingRun(command=self.settings.command(), steps=self.step, stopped=self.stopped)],
+            history=list(self.calls),
             toy_task=ToyTaskSection(
                 task=task.name,
                 rule=task.rule,
@@ -443,6 +445,13 @@ def train_toy(
     run.elapsed_s = elapsed_before + time.perf_counter() - began
     run.history = history
     run.stopped = stopped
+    if last:  # a fresh run's command repeats it exactly (seeded); a continued one is described
+        command = (
+            replace(settings, steps=last).command()
+            if start is None
+            else f"continued in the Train view: {last} more steps at learning rate {settings.learning_rate:g}"
+        )
+        run.calls = [*run.calls, TrainingRun(command=command, steps=last, stopped=stopped)]
     run.weights = {name: value.detach().clone() for name, value in model.state_dict().items()}
     run.optimizer = optimizer.state_dict()
     return run

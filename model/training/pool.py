@@ -5,7 +5,7 @@ lower scheduling priority, so it never holds the server's GIL, never slows the p
 other sessions more than a core's worth, can be stopped at once (a stop flag it reads before
 every step, then a kill if it does not answer), and gives all its memory back when it ends. A
 reader thread per training turns the child's messages into the ``Job``'s state, which a page
-reads with ``Job.view()`` as often as it likes. Each owner (a browser session) has at most one
+reads with ``TrainingPool.view(owner)`` as often as it likes. Each owner (a browser session) has at most one
 job; a job whose owner is gone (``alive`` says so for ``grace_s``) is stopped and forgotten.
 Nothing here knows about Streamlit: the page passes who the owner is and how to tell it is alive.
 """
@@ -155,6 +155,7 @@ class TrainingPool:
         self._jobs: dict[str, Job] = {}
         self._queue: deque[str] = deque()
         self._gone_since: dict[str, float] = {}
+        self._watched: set[str] = set()  # owners without a job whose leaving still matters (on_gone)
         self._closed = threading.Event()
         self._watchdog = threading.Thread(target=self._watch, name="training-pool-watchdog", daemon=True)
         self._watchdog.start()
@@ -211,6 +212,11 @@ class TrainingPool:
             job = self._jobs.pop(owner, None)
         if job is not None and job.process is not None:
             self._end_process(job, wait_s=2.0)
+
+    def watch(self, owner: str) -> None:
+        """Call ``on_gone(owner)`` when the owner leaves, even if it has no job then (it kept something)."""
+        with self._lock:
+            self._watched.add(owner)
 
     def running(self) -> int:
         with self._lock:
@@ -330,12 +336,14 @@ class TrainingPool:
         while not self._closed.wait(0.5):
             now = time.monotonic()
             with self._lock:
-                owners = list(self._jobs)
+                owners = list(self._jobs.keys() | self._watched)
             for owner in owners:
                 if self.alive(owner):
                     self._gone_since.pop(owner, None)
                 elif now - self._gone_since.setdefault(owner, now) >= self.grace_s:
                     self._gone_since.pop(owner, None)
+                    with self._lock:
+                        self._watched.discard(owner)
                     self.forget(owner)
                     if self.on_gone is not None:
                         self.on_gone(owner)

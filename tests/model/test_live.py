@@ -100,6 +100,7 @@ def test_stop_ends_at_once_and_keeps_what_was_learned():
     assert run.step == 5 and len(reports) == 5
     assert "by hand after 5 steps" in run.stopped
     assert run.history[-1].exact_match is not None  # measured where it stopped
+    assert "--steps 5 " in run.card().train_command  # the command that trains these weights again
 
 
 def test_a_run_continues_where_it_stopped(tiny_run):
@@ -108,6 +109,9 @@ def test_a_run_continues_where_it_stopped(tiny_run):
     assert more.elapsed_s > tiny_run.elapsed_s
     assert tiny_run.step == 30 and len(tiny_run.history) == 30  # the run it continued is unchanged
     assert any(not torch.equal(more.weights[n], tiny_run.weights[n]) for n in more.weights)
+    history = more.card().history
+    assert [call.steps for call in history] == [30, 10] and "continued" in history[1].command
+    assert more.card().train_command.startswith(tiny_run.card().train_command + "; then continued")
     with pytest.raises(ValueError, match="same task and model"):
         train_toy(replace(TINY, heads=4), start=tiny_run)
 
@@ -123,6 +127,7 @@ def test_the_trained_model_becomes_a_checkpoint(tiny_run, tmp_path):
     assert card["train_command"].startswith("python -m model.training.live --task reverse")
     assert "--d-model 16" in card["train_command"] and "--steps 30" in card["train_command"]
     assert card["toy_task"]["clearest_head"]["module"] == "decoder.layers.0.cross_attn"
+    assert card["examples"][0] == tiny_run.example[0]  # the page opens the model on the watched example
 
 
 def test_the_command_line_trains_the_same_model(tmp_path):
@@ -214,6 +219,16 @@ def test_the_pool_refuses_bad_settings_and_a_second_training_per_session():
         pool.close()
     with pytest.raises(ValueError, match="at least one slot"):
         TrainingPool(slots=0)
+
+
+def test_an_owner_without_a_job_is_still_cleaned_up_after_when_watched():
+    gone = []
+    pool = TrainingPool(slots=1, alive=lambda owner: False, on_gone=gone.append, grace_s=0.1, start_method="spawn")
+    try:
+        pool.watch("explored-then-reset")
+        wait_for(lambda: gone == ["explored-then-reset"], timeout_s=5)
+    finally:
+        pool.close()
 
 
 @pytest.mark.slow
