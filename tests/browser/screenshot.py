@@ -3,6 +3,7 @@
 Run from the repository root::
 
     .venv/bin/python -m tests.browser.screenshot --checkpoints checkpoints --out docs/screenshot.png
+    .venv/bin/python -m tests.browser.screenshot --train --out docs/train.png   # the Train view, after a training
 """
 
 from __future__ import annotations
@@ -12,7 +13,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from tests.helpers import REPO, SERVER_START_LIMIT_S, chromium, streamlit_server
+from tests.helpers import REPO, SERVER_START_LIMIT_S, chromium, click_button, streamlit_server
+
+TRAINING_LIMIT_S = 120  # the default reverse training takes well under that on two cores
 
 
 def take_screenshot(checkpoints: Path, out: Path, query: str, width: int, height: int) -> None:
@@ -26,6 +29,26 @@ def take_screenshot(checkpoints: Path, out: Path, query: str, width: int, height
             lambda d: len(d.find_elements(By.CSS_SELECTOR, ".js-plotly-plot .main-svg")) >= 5
         )
         time.sleep(2)  # let plotly finish its transitions before the picture
+        out.parent.mkdir(parents=True, exist_ok=True)
+        driver.save_screenshot(str(out))
+
+
+def take_training_screenshot(checkpoints: Path, out: Path, width: int, height: int) -> None:
+    """Train the default reverse model in the Train view, then picture its controls, curves and attention."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    with streamlit_server(checkpoints) as url, chromium(Path(tempfile.mkdtemp()), width, height) as driver:
+        driver.get(f"{url}/?view=train")
+        click_button(driver, "Start", timeout_s=SERVER_START_LIMIT_S)
+        driver.find_element(By.XPATH, "//summary[.//p[normalize-space(.)='How to read this']]").click()  # fold it
+        WebDriverWait(driver, TRAINING_LIMIT_S).until(
+            lambda d: "budget" in d.find_element(By.CSS_SELECTOR, "[data-testid='stProgress']").text
+        )
+        time.sleep(2)
+        driver.execute_script("document.querySelector('[data-testid=\"stProgress\"]').scrollIntoView()")
+        driver.execute_script("document.querySelector('[data-testid=\"stMain\"]').scrollBy(0, -60)")
+        time.sleep(1)
         out.parent.mkdir(parents=True, exist_ok=True)
         driver.save_screenshot(str(out))
 
@@ -45,7 +68,11 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--width", type=int, default=1280, help="window width in pixels")
     parser.add_argument("--height", type=int, default=950, help="window height in pixels (about 800 of page)")
+    parser.add_argument("--train", action="store_true", help="train in the Train view and picture it (--query unused)")
     arguments = parser.parse_args(argv)
+    if arguments.train:
+        take_training_screenshot(arguments.checkpoints, arguments.out, arguments.width, arguments.height)
+        return
     take_screenshot(arguments.checkpoints, arguments.out, arguments.query, arguments.width, arguments.height)
 
 
