@@ -27,6 +27,7 @@ import torch
 from benchmarks import (
     app_benchmarks,
     browser_benchmarks,
+    live_training,
     memory,
     model_benchmarks,
     training_benchmarks,
@@ -107,6 +108,26 @@ BENCHMARKS = (
         "2 threads, fp32 and --cpu-bf16, model-FLOP utilisation; vs --baseline-tree in turns",
         default_devices=("cpu",),  # it times CPU training (the worker processes), whatever --device says
         needs_data=True,
+    ),
+    Benchmark(
+        ("live_reverse_s",),
+        single(live_training.live_reverse_s),
+        "Train view: Start to 95% held-out exact match on reverse, through the pool vs in-process",
+    ),
+    Benchmark(
+        ("live_refresh_s", "live_click_ms"),
+        live_training.browser_live,
+        "Train view in headless Chromium: longest gap between redraws while training; a click's rerun while training",
+    ),
+    Benchmark(
+        ("classroom_training_p95_ms",),
+        single(live_training.classroom_training_p95_ms),
+        "30 concurrent sessions while two trainings run vs none, p95 latency",
+    ),
+    Benchmark(
+        ("training_rss_mb",),
+        single(live_training.training_rss_mb),
+        "server RSS after 20 trainings started and stopped vs after 5",
     ),
     Benchmark(
         ("server_rss_mb",), single(memory.server_rss_mb), "RSS of a real `streamlit run app.py` after 10 and 100 traces"

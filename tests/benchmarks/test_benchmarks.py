@@ -59,6 +59,11 @@ EXPECTED = {
     "train_tokens_per_s",
     "train_tokens_per_s_1536",
     "train_tokens_per_s_bf16",
+    "live_reverse_s",
+    "live_refresh_s",
+    "live_click_ms",
+    "classroom_training_p95_ms",
+    "training_rss_mb",
 }
 FIELDS = {"name", "value", "unit", "baseline", "ratio", "target", "met", "params"}
 # cheap on a tiny model; together they cover the ms, tokens/s and budget-baseline kinds of record
