@@ -9,7 +9,7 @@ import pytest
 from tests.helpers import REPO
 
 NOTEBOOK = REPO / "docs" / "notebook.ipynb"
-FIGURES = 4  # cross-attention heatmap, encoder grid, head view, attribution maps
+FIGURES = 6  # cross-attention heatmap, encoder grid, head view, attribution maps, training curves, alignment
 
 
 @pytest.mark.slow
