@@ -35,8 +35,15 @@ from model.training.pool import TrainingPool, default_slots
 from model.translator import Translator
 
 TRAININGS_ENV = "ATTENTION_EXPLORER_TRAININGS"  # trainings the Train view runs at once on this server
+CHECKPOINTS_ENV = "ATTENTION_EXPLORER_CHECKPOINTS"  # read checkpoints from here instead of checkpoints/
+REPO = Path(__file__).resolve().parents[1]
 
 Stamp = tuple[tuple[str, float], ...]
+
+
+def checkpoints_dir() -> Path:
+    """The folder of checkpoint folders the page lists."""
+    return Path(os.environ.get(CHECKPOINTS_ENV) or REPO / "checkpoints")
 
 
 def folder_stamp(folder: Path, pattern: str = "*/*") -> Stamp:

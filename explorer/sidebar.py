@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -10,16 +9,14 @@ import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
 from explorer import views
-from explorer.compute import ModelKey, folder_stamp, list_checkpoints, load_translator
+from explorer.compute import ModelKey, checkpoints_dir, folder_stamp, list_checkpoints, load_translator
 from explorer.context import Display
 from explorer.copy import DEVICE_NAMES, EXPLANATIONS, describe_card, escape_markdown
 from explorer.state import BEAM_SIZES, DEVICES, DISPLAY_TOGGLES, SEARCHES, bind, presenting
 from model.checkpoint import CheckpointEntry, read_card
 from model.translator import Translator
 
-CHECKPOINTS_ENV = "ATTENTION_EXPLORER_CHECKPOINTS"
 DEFAULT_CHECKPOINT = "multi30k-en-de"
-REPO = Path(__file__).resolve().parents[1]
 # The page starts just under Streamlit's header (3.75rem high) instead of 6rem down: the first screen holds the
 # sentence, its translation and an attention heatmap. A constant: no user text ever reaches st.html.
 PAGE_CSS = """<style>
@@ -52,10 +49,6 @@ def prefill_target() -> None:
 def note_switch() -> None:
     """Mark the run after a checkpoint change, when the sentence may no longer suit the model (page.fit_sentence)."""
     st.session_state.checkpoint_switched = True
-
-
-def checkpoints_dir() -> Path:
-    return Path(os.environ.get(CHECKPOINTS_ENV) or REPO / "checkpoints")
 
 
 def start_lesson() -> None:

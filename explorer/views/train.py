@@ -18,10 +18,9 @@ import streamlit as st
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 import viz
-from explorer.compute import trained_folder, training_pool
+from explorer.compute import checkpoints_dir, trained_folder, training_pool
 from explorer.context import PageContext
 from explorer.copy import EXPLANATIONS, LESSON_RESULT, TRAIN_STATES, escape_markdown
-from explorer.sidebar import checkpoints_dir
 from explorer.state import (
     TRAIN_D_MODELS,
     TRAIN_HEADS,
@@ -178,6 +177,15 @@ def status_line(job: JobView) -> None:
     st.progress(min(done, 1.0), text=f"**{state}** · " + " · ".join(parts))
 
 
+def bind_watched_head(settings: ToySettings) -> tuple[list[int], list[int]]:
+    """The watched layer and head (and All heads) for a model of ``settings``: its layers and heads."""
+    layers, heads = list(range(settings.decoder_layers)), list(range(settings.heads))
+    bind("train_layer", layers[-1], layers)
+    bind("train_head", 0, heads)
+    bind("train_all_heads")
+    return layers, heads
+
+
 def attention_panel(job: JobView) -> None:
     """The watched held-out example's cross-attention, one head or all, with where the task says to look."""
     trace = job.latest
@@ -186,10 +194,7 @@ def attention_panel(job: JobView) -> None:
         return
     settings = job.settings
     expected = TASKS[settings.task].order(trace.source_text.split())
-    layers, heads = list(range(settings.decoder_layers)), list(range(settings.heads))
-    bind("train_layer", layers[-1], layers)
-    bind("train_head", 0, heads)
-    bind("train_all_heads")
+    layers, heads = bind_watched_head(settings)
     layer_column, head_column, all_column = st.columns([2, 2, 3], vertical_alignment="bottom")
     layer = layer_column.selectbox("Layer", layers, format_func=lambda n: f"layer {n}", key="train_layer")
     all_heads = all_column.toggle("All heads", key="train_all_heads")
@@ -287,6 +292,7 @@ def render(ctx: PageContext) -> None:  # noqa: ARG001 - a view's signature; this
     with controls:
         top = st.container()  # the buttons, first on screen, start the settings drawn under them
         settings = settings_panel(locked=job is not None and job.active)
+        bind_watched_head(job.settings if job is not None else settings)  # a link keeps them before a training
         with top:
             buttons(job, settings)
             if job is not None and job.run is not None and not job.active:

@@ -226,6 +226,22 @@ def shared_links(classroom_checkpoints: Path) -> list[dict[str, str]]:
         {**experiments, "experiment": "ablation", "ablation_mode": "mean", "ablate": "cross.1.2,encoder.0.1"},
         {**experiments, "experiment": "word_order", "pe_experiment": "shuffle", "pe_seed": "2"},
         {**experiments, "experiment": "word_order", "pe_stacks": "decoder"},
+        {
+            "view": "train",
+            "train_task": "sort",
+            "train_shortest": "4",
+            "train_longest": "9",
+            "train_encoder_layers": "3",
+            "train_decoder_layers": "3",
+            "train_heads": "2",
+            "train_d_model": "64",
+            "train_positional": "none",
+            "train_lr": "0.001",
+            "train_steps": "500",
+            "train_layer": "1",
+            "train_head": "1",
+            "train_all_heads": "true",
+        },
     ]
 
 
