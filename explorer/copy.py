@@ -415,6 +415,27 @@ def file_cap_notice(total: int, used: int) -> str:
     )
 
 
+ALTI_FALLBACK = (
+    "ALTI+ fell back in {rows}: no position scored clearly above zero there (its score under 10⁻⁹ of the block's "
+    "output), so each of those positions keeps itself, and the shares passing through them say less."
+)
+ALTI_BLOCK_NAMES = {
+    "encoder": "encoder self-attention",
+    "decoder": "decoder self-attention",
+    "cross": "cross-attention",
+}
+
+
+def alti_fallback_notice(fallback_rows: dict[str, int]) -> str:
+    """Where ALTI+ found nothing to share out ("" when nowhere): rows per kind of attention block."""
+    parts = [
+        f"{count} row{'s' if count != 1 else ''} of {ALTI_BLOCK_NAMES[kind]}"
+        for kind, count in fallback_rows.items()
+        if count
+    ]
+    return ALTI_FALLBACK.format(rows=", ".join(parts)) if parts else ""
+
+
 TRAIN_STATES = {
     "queued": "Waiting for a free slot: number {position} in the queue. It starts when a training ahead of it ends.",
     "running": "Training",

@@ -8,7 +8,7 @@ import streamlit as st
 import viz
 from explorer.compute import compute_attribution
 from explorer.context import PageContext
-from explorer.copy import ATTRIBUTION_NAMES
+from explorer.copy import ATTRIBUTION_NAMES, alti_fallback_notice
 from explorer.state import bind, presenting
 from explorer.widgets import how_to_read, show_figure
 from model.analysis.attribution import ATTRIBUTION_METHODS, attributions_json, attributions_npz
@@ -67,6 +67,9 @@ def render(ctx: PageContext) -> None:
         f"{ctx.file_stem}-attribution-source-share",
         ctx.lesson.view,
     )
+    fallback = alti_fallback_notice(alti.params.get("fallback_rows", {}))
+    if fallback:
+        st.caption(fallback)
     if not presenting():  # presenter mode hides every download
         attributions = list(found.values())
         as_json, as_npz = st.columns(2)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import random
 import shutil
 from pathlib import Path
 
@@ -319,3 +320,26 @@ def test_real_default_checkpoint(monkeypatch):
     assert cross == head_title("cross", *readable)  # the first chart: the measured readable head
     figure = chart_titled(app, cross)
     assert figure["layout"]["xaxis"]["ticktext"][0] == "A" and figure["layout"]["yaxis"]["ticktext"][0] == "Ein"
+
+
+@pytest.mark.slow  # two page runs of every attribution method on a toy checkpoint
+def test_word_sources_say_where_alti_plus_fell_back(tmp_path, monkeypatch):
+    """A row where nothing scores above ALTI+'s tolerance keeps its position; the page says so, and only then."""
+    from model.training.toy_tasks import TASKS, Lengths, generate_pairs
+
+    (tmp_path / "toy-reverse").symlink_to(REPO / "checkpoints" / "toy-reverse")
+    translator = load_checkpoint(tmp_path / "toy-reverse", device="cpu")
+    by_fallback = {}
+    for source, _ in generate_pairs(TASKS["reverse"], 20, random.Random(5), Lengths()):
+        trace = translator.trace(source, beam_size=1)
+        fell_back = sum(attribute(translator, trace, "alti_plus").params["fallback_rows"].values()) > 0
+        by_fallback.setdefault(fell_back, source)
+    assert set(by_fallback) == {True, False}
+    monkeypatch.setenv(CHECKPOINTS_ENV, str(tmp_path))
+    for fell_back, source in by_fallback.items():
+        app = AppTest.from_file(APP, default_timeout=60)
+        app.query_params.update({"checkpoint": "toy-reverse", "sentence": source, "view": "attribution"})
+        app.run()
+        assert_ok(app)
+        notices = [caption.value for caption in app.caption if caption.value.startswith("ALTI+ fell back in")]
+        assert len(notices) == int(fell_back), (source, notices)
