@@ -3,23 +3,28 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
+import types
 
 import pytest
+import safetensors
 import torch
 
 from model import Transformer, load_checkpoint
 from model.card import Card
 from model.checkpoint import (
     CheckpointError,
+    build_model,
     find_snapshots,
     initial_model,
     read_card,
     resolve_device,
     save_checkpoint,
+    scan_checkpoints,
 )
 from model.tokenizer import Tokenizer, word_index
-from tests.helpers import DEFAULT_CHECKPOINT, small_config
+from tests.helpers import DEFAULT_CHECKPOINT, random_model, small_config
 
 
 @pytest.fixture
@@ -267,3 +272,180 @@ def test_every_load_path_gives_a_float32_model_in_eval_mode(tmp_path, toy_tokeni
     half, seeded = (load_checkpoint(tmp_path / name, device="cpu").model for name in ("half", "seeded"))
     for (name, a), b in zip(half.state_dict().items(), seeded.state_dict().values(), strict=True):
         assert a.dtype == b.dtype and torch.equal(a, b), name  # the same fp16 values, in float32
+
+
+# --- devices, files and messages a user reads, the checkpoints folder (the mutation-testing survivors) ---
+
+
+def fake_devices(monkeypatch, cuda: bool, mps: bool) -> None:
+    """Make CUDA and MPS (un)available, whatever this machine has."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: mps)
+
+
+@pytest.mark.parametrize("cuda,mps,expected", [(True, True, "cuda"), (False, True, "mps"), (False, False, "cpu")])
+def test_auto_device_prefers_cuda_then_mps_then_the_cpu(monkeypatch, cuda, mps, expected):
+    fake_devices(monkeypatch, cuda, mps)
+    assert resolve_device() == (torch.device(expected), [])
+    assert resolve_device("Auto") == (torch.device(expected), [])
+
+
+def test_auto_device_on_a_pytorch_without_mps_is_the_cpu(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch, "backends", types.SimpleNamespace())  # PyTorch before 1.12 has no torch.backends.mps
+    assert resolve_device("auto") == (torch.device("cpu"), [])
+
+
+@pytest.mark.parametrize("requested", ["cuda", "CUDA:1", "mps", "Mps"])
+def test_a_missing_device_falls_back_to_the_cpu_with_a_notice(monkeypatch, requested):
+    fake_devices(monkeypatch, cuda=False, mps=False)
+    device, notices = resolve_device(requested)
+    assert device == torch.device("cpu") and len(notices) == 1
+    assert re.match(rf"{requested[:4].upper().rstrip(':')} was requested .*not available.* CPU", notices[0])
+
+
+@pytest.mark.parametrize("requested,expected", [("cpu", "cpu"), ("CUDA:1", "cuda:1"), ("MPS", "mps")])
+def test_an_available_device_is_used_as_asked_in_any_case(monkeypatch, requested, expected):
+    fake_devices(monkeypatch, cuda=True, mps=True)
+    assert resolve_device(requested) == (torch.device(expected), [])
+
+
+def test_load_checkpoint_names_the_translator_and_passes_on_its_device_and_notices(monkeypatch, tiny_checkpoint):
+    fake_devices(monkeypatch, cuda=False, mps=False)
+    translator = load_checkpoint(tiny_checkpoint)  # device "auto"
+    assert translator.device == torch.device("cpu") and translator.notices == []
+    assert translator.name == "tiny-en-de" and translator.card.source_language == "en"
+    fallback = load_checkpoint(tiny_checkpoint, device="cuda")
+    assert fallback.device == torch.device("cpu") and len(fallback.notices) == 1 and "CUDA" in fallback.notices[0]
+
+
+def test_config_problems_start_with_the_config_file(checkpoint_copy):
+    config = checkpoint_copy / "config.json"
+    for content, words in (
+        ("[1, 2]", "expected a JSON object"),
+        ('{"d_model": 3}', "src_vocab_size"),
+        (None, "missing"),
+    ):
+        if content is None:
+            config.unlink()
+        else:
+            config.write_text(content)
+        with pytest.raises(CheckpointError) as error:
+            build_model(checkpoint_copy)
+        assert str(error.value).startswith(f"{config}: ") and words in str(error.value), content
+
+
+def test_a_special_id_the_tokenizer_does_not_use_is_named(checkpoint_copy):
+    config = json.loads((checkpoint_copy / "config.json").read_text())
+    config["pad_id"] = 5
+    (checkpoint_copy / "config.json").write_text(json.dumps(config))
+    with pytest.raises(CheckpointError) as error:
+        build_model(checkpoint_copy)
+    assert str(error.value).startswith(f"{checkpoint_copy / 'config.json'}: pad_id=5 ")
+    assert "source tokenizer uses 0" in str(error.value)
+
+
+def marian_checkpoint(folder, toy_tokenizer, **config_changes):
+    """A checkpoint whose tokenizer is in Marian mode (source.spm, target.spm, vocab.json), built from the toy
+    tokenizer's pieces, with config.json changed as given."""
+    processor = toy_tokenizer.source
+    vocab = {processor.id_to_piece(index): index for index in range(processor.get_piece_size())}
+    model = random_model(len(vocab), seed=0)
+    save_checkpoint(folder, model, Tokenizer(processor, processor, vocab))
+    config = {**json.loads((folder / "config.json").read_text()), **config_changes}
+    (folder / "config.json").write_text(json.dumps(config))
+    return folder
+
+
+def test_unk_id_is_checked_against_a_marian_vocabulary_only(tmp_path, toy_tokenizer, checkpoint_copy):
+    marian = marian_checkpoint(tmp_path / "marian", toy_tokenizer, unk_id=5)
+    with pytest.raises(CheckpointError, match=r"config\.json: unk_id=5 but the source tokenizer uses 1"):
+        build_model(marian)
+    config = json.loads((checkpoint_copy / "config.json").read_text())
+    (checkpoint_copy / "config.json").write_text(json.dumps({**config, "unk_id": 5}))
+    build_model(checkpoint_copy)  # SentencePiece ids: decoding keeps <unk>, so its id is not checked
+
+
+def test_a_vocabulary_mismatch_names_every_tokenizer_file(tmp_path, toy_tokenizer):
+    marian = marian_checkpoint(tmp_path / "marian", toy_tokenizer, src_vocab_size=90, tgt_vocab_size=90)
+    with pytest.raises(CheckpointError) as error:
+        build_model(marian)
+    assert str(error.value).startswith(f"{marian / 'source.spm/target.spm/vocab.json'}: source vocabulary has 80")
+
+
+def test_missing_weights_without_a_seed_are_named(checkpoint_copy):
+    (checkpoint_copy / "model.safetensors").unlink()
+    with pytest.raises(CheckpointError, match=r"model\.safetensors: file is missing"):
+        build_model(checkpoint_copy)
+
+
+def test_only_a_folder_or_a_pickle_is_taken_for_a_checkpoint(checkpoint_copy):
+    torch.save({"step": 1}, checkpoint_copy / "optimizer.pt")  # beside safetensors weights: left alone
+    assert load_checkpoint(checkpoint_copy, device="cpu").name == "copy"
+    for path in (checkpoint_copy / "config.json", checkpoint_copy / "missing.pt"):
+        with pytest.raises(CheckpointError, match="not a checkpoint folder"):
+            load_checkpoint(path)
+
+
+def test_weights_missing_a_layer_config_asks_for_are_refused(checkpoint_copy):
+    config = json.loads((checkpoint_copy / "config.json").read_text())
+    (checkpoint_copy / "config.json").write_text(json.dumps({**config, "final_norm": True}))
+    with pytest.raises(
+        CheckpointError, match=r"(?s)model\.safetensors: weights do not match.*Missing key.*encoder\.norm"
+    ):
+        build_model(checkpoint_copy)
+
+
+def test_loaded_models_need_no_gradients(tmp_path, toy_tokenizer, tiny_checkpoint):
+    untrained = initial_model(small_config(toy_tokenizer.vocab_size("source")), seed=5)
+    seeded = save_checkpoint(tmp_path / "seeded", untrained, toy_tokenizer, half=True, initial_seed=5)
+    for folder in (tiny_checkpoint, seeded):
+        model, _ = build_model(folder)
+        assert not any(parameter.requires_grad for parameter in model.parameters()), folder
+
+
+def test_saving_again_into_a_folder_replaces_its_checkpoint(tmp_path, toy_tokenizer):
+    untrained = initial_model(small_config(toy_tokenizer.vocab_size("source")), seed=5)
+    folder = save_checkpoint(tmp_path / "m", untrained, toy_tokenizer, half=True)
+    assert (folder / "model.safetensors").is_file()
+    save_checkpoint(folder, untrained, toy_tokenizer, half=True, initial_seed=5)  # now stored as its seed
+    assert not (folder / "model.safetensors").exists()
+    recipe = read_card(folder).initial_weights
+    assert (recipe.seed, recipe.dtype) == (5, "float16")
+    assert load_checkpoint(folder, device="cpu").config == untrained.config
+
+
+def test_weights_record_their_dtype_and_config_json_is_indented(tmp_path, toy_tokenizer):
+    model = random_model(toy_tokenizer.vocab_size("source"), seed=0)
+    for half, dtype in ((False, "float32"), (True, "float16")):
+        folder = save_checkpoint(tmp_path / dtype, model, toy_tokenizer, half=half)
+        with safetensors.safe_open(str(folder / "model.safetensors"), framework="pt") as handle:
+            assert handle.metadata()["dtype"] == dtype
+            assert {handle.get_tensor(name).dtype for name in handle.keys()} == {getattr(torch, dtype)}
+        assert (folder / "config.json").read_text().startswith('{\n  "')  # one key a line: readable diffs
+
+
+def test_scan_checkpoints_lists_sub_folders_by_name_with_their_cards_or_errors(tmp_path, tiny_checkpoint):
+    root = tmp_path / "checkpoints"
+    shutil.copytree(tiny_checkpoint, root / "b-good")
+    shutil.copytree(tiny_checkpoint, root / ".b-hidden")
+    shutil.copytree(tiny_checkpoint, root / "c-no-weights")
+    (root / "c-no-weights" / "model.safetensors").unlink()
+    (root / "a-no-config").mkdir()
+    (root / "notes.txt").write_text("not a checkpoint")
+    entries = scan_checkpoints(root)
+    assert [entry.name for entry in entries] == ["a-no-config", "b-good", "c-no-weights"]
+    assert [entry.path for entry in entries] == [str(root / entry.name) for entry in entries]
+    no_config, good, no_weights = entries
+    assert good.error == "" and good.card.source_language == "en"
+    assert no_config.error.startswith(str(root / "a-no-config" / "config.json")) and "missing" in no_config.error
+    assert no_weights.error.startswith(str(root / "c-no-weights" / "model.safetensors"))
+    assert "missing" in no_weights.error and no_weights.card == Card()
+    assert scan_checkpoints(tmp_path / "nowhere") == []
+
+
+def test_find_snapshots_leaves_out_hidden_stages(tmp_path):
+    for stage in ("mid", ".partial", "early"):
+        (tmp_path / "m" / "snapshots" / stage).mkdir(parents=True)
+        (tmp_path / "m" / "snapshots" / stage / "config.json").write_text("{}")
+    assert list(find_snapshots(tmp_path / "m")) == ["early", "mid", "final"]
