@@ -211,5 +211,7 @@ def forget_session(owner: str) -> None:
 def training_pool() -> TrainingPool:
     """The server's toy trainings: at most ATTENTION_EXPLORER_TRAININGS at once (default: one per core but one),
     each in its own process; a session's training ends soon after the session does."""
-    slots = int(os.environ.get(TRAININGS_ENV) or default_slots())
-    return TrainingPool(slots, alive=session_alive, on_gone=forget_session)
+    raw = os.environ.get(TRAININGS_ENV, "").strip()
+    if raw and not (raw.isdigit() and int(raw) >= 1):
+        raise ValueError(f"{TRAININGS_ENV} must be a whole number of trainings at once, 1 or more, not {raw!r}")
+    return TrainingPool(int(raw) if raw else default_slots(), alive=session_alive, on_gone=forget_session)

@@ -457,11 +457,6 @@ def train_toy(
     return run
 
 
-def held_out_curve(run: ToyRun) -> list[tuple[int, float, float]]:
-    """(step, seconds, exact match) at every measurement: the curve the benchmarks report."""
-    return [(p.step, round(p.elapsed_s, 2), p.exact_match) for p in run.history if p.exact_match is not None]
-
-
 def build_parser() -> argparse.ArgumentParser:
     defaults = ToySettings()
     parser = argparse.ArgumentParser(

@@ -52,7 +52,6 @@ class JobView:
     exact_match: float | None
     run: ToyRun | None  # the result, once finished
     error: str
-    updated: int  # grows with every message: a page redraws only when it changed
 
     @property
     def active(self) -> bool:
@@ -84,7 +83,6 @@ class Job:
     exact_match: float | None = None
     run: ToyRun | None = None
     error: str = ""
-    updated: int = 0
     started_at: float = 0.0
     process: Any = None
     stop_flag: Any = None
@@ -199,10 +197,8 @@ class TrainingPool:
                 self._queue.remove(owner)
                 job.state = "cancelled"
                 job.run = job.start
-                job.updated += 1
                 return
             job.state = "stopping"
-            job.updated += 1
             job.stop_flag.set()
 
     def forget(self, owner: str) -> None:
@@ -250,7 +246,6 @@ class TrainingPool:
             exact_match=job.exact_match,
             run=job.run,
             error=job.error,
-            updated=job.updated,
         )
 
     def _start_waiting(self) -> None:
@@ -272,7 +267,6 @@ class TrainingPool:
                 daemon=True,
             )
             job.state, job.started_at = "running", time.monotonic()
-            job.updated += 1
             job.process.start()
             sender.close()  # the child holds the only sending end: the reader sees EOF when the child exits
             threading.Thread(target=self._read, args=(job, receiver), name="training-reader", daemon=True).start()
@@ -298,7 +292,6 @@ class TrainingPool:
                 job.state = "failed"
                 job.error = job.error or f"the training process ended unexpectedly (exit code {job.process.exitcode})"
                 job.run = job.start
-                job.updated += 1
             self._start_waiting()
 
     def _apply(self, job: Job, kind: str, payload: Any) -> None:
@@ -318,7 +311,6 @@ class TrainingPool:
             job.history, job.exact_match, job.alignment = list(run.history), run.exact_match, run.alignment
         else:
             job.state, job.error, job.run = "failed", payload, job.start
-        job.updated += 1
 
     @staticmethod
     def _end_process(job: Job, wait_s: float) -> None:

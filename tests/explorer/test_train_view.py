@@ -146,3 +146,12 @@ def test_a_second_session_waits_with_its_position_and_starts_when_the_first_stop
     button(first, "train_stop").click().run()
     rerun_until(second, lambda page: not button(page, "train_continue").disabled)
     assert "budget of 20 steps" in progress_text(second)
+
+
+@pytest.mark.parametrize("value", ["0", "two", "-1"])
+def test_a_bad_trainings_setting_is_named(monkeypatch, value):
+    monkeypatch.setenv(TRAININGS_ENV, value)
+    training_pool.clear()
+    with pytest.raises(ValueError, match="ATTENTION_EXPLORER_TRAININGS must be a whole number"):
+        training_pool()
+    training_pool.clear()
