@@ -356,7 +356,8 @@ def test_alti_plus_without_values_keeps_every_position_to_itself():
 
 def test_alti_plus_counts_a_score_below_the_tolerance_as_zero_and_says_the_row_fell_back():
     """Contributions whose scores are positive but within ZERO_CONTRIBUTION of nothing are rounding, not shares."""
-    output_direction = torch.tensor([[1.0, -2.0, 0.5, 3.0]], dtype=torch.float64)  # one query row
+    # a large output (||y||_1 = 65,000), so a tolerance relative to ||y||_1 and one divided by it differ
+    output_direction = 1e4 * torch.tensor([[1.0, -2.0, 0.5, 3.0]], dtype=torch.float64)  # one query row
     for share, falls_back in ((1e-12, True), (1e-3, False)):
         residual = share * output_direction  # every contributor points the output's way, scaled by ``share``
         terms = share * output_direction[:, None, :].repeat(1, 3, 1)  # (queries, keys, d)
@@ -369,6 +370,10 @@ def test_alti_plus_counts_a_score_below_the_tolerance_as_zero_and_says_the_row_f
         else:
             np.testing.assert_allclose(float(found.strength[0]), 4 * share, rtol=1e-6)
             np.testing.assert_allclose(found.contributions[0], [0.25] * 4)
+    nothing = torch.zeros(1, 4, dtype=torch.float64)  # an output of exactly zero: no share of it to measure
+    found = block_contributions(nothing, torch.zeros(1, 3, 4, dtype=torch.float64), nothing[0], None, False)
+    assert float(found.strength[0]) == 0.0
+    np.testing.assert_allclose(found.contributions[0], [0.0, 0.0, 0.0, 1.0])
 
 
 def test_alti_plus_runs_in_float64_on_a_copy_and_agrees_with_float32_where_rows_are_clear():
