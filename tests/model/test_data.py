@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import random
 
+import pytest
 import torch
 
-from model.training.data import Example, collate, encode_examples, token_batches
+from model.training.data import Example, collate, encode_examples, read_parallel, split_file, token_batches
 from tests.helpers import small_config, toy_sentences
 
 
@@ -78,3 +79,40 @@ def test_encoded_examples_end_the_source_with_eos_and_frame_the_target_with_bos_
         assert example.src == toy_tokenizer.encode(source, "source") + [config.eos_id]
         assert example.tgt == [config.bos_id] + toy_tokenizer.encode(target, "target") + [config.eos_id]
         assert config.bos_id not in example.src and example.tgt.count(config.eos_id) == 1
+
+
+def test_a_missing_split_file_or_unaligned_files_are_refused_with_what_is_wrong(tmp_path):
+    with pytest.raises(FileNotFoundError, match=r"no train\.de or train\.de\.gz in .*"):
+        split_file(tmp_path, "train", "de")
+    (tmp_path / "train.en").write_text("a man.\nthe dog.\n", encoding="utf-8")
+    (tmp_path / "train.de").write_text("ein mann.\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"train\.en has 2 lines but .*train\.de has 1"):
+        read_parallel(tmp_path / "train.en", tmp_path / "train.de")
+
+
+def test_one_piece_sentences_are_kept_and_empty_ones_dropped(toy_tokenizer):
+    """'man' is a single piece: a source of it (piece + EOS) and a target of it (BOS + piece + EOS) are the
+    shortest pairs worth training on; an empty side is dropped."""
+    config = small_config(toy_tokenizer.vocab_size("source"))
+    assert len(toy_tokenizer.encode("man", "source")) == len(toy_tokenizer.encode("man", "target")) == 1
+    examples = encode_examples(
+        [("man", "a dog."), ("a dog.", "man"), ("", "a dog."), ("a dog.", "")], toy_tokenizer, config
+    )
+    assert [len(e.src) for e in examples] == [2, len(toy_tokenizer.encode("a dog.", "source")) + 1]
+    assert [len(e.tgt) for e in examples] == [len(toy_tokenizer.encode("a dog.", "target")) + 2, 3]
+
+
+def test_subword_sampling_draws_the_target_side_too(toy_tokenizer):
+    pairs = [(sentence, sentence) for sentence in toy_sentences(200, seed=5)]
+    config = small_config(toy_tokenizer.vocab_size("source"))
+    best = encode_examples(pairs, toy_tokenizer, config)
+    drawn = encode_examples(pairs, toy_tokenizer, config, sampling=0.3)
+    assert sum(len(e.tgt) for e in drawn) > 1.1 * sum(len(e.tgt) for e in best)
+
+
+def test_batches_fill_the_token_budget_exactly_and_an_over_long_sentence_gets_a_batch_of_its_own():
+    same = [Example(src=[5] * 9 + [3], tgt=[2] + [6] * 8 + [3]) for _ in range(30)]  # padded length 10 each
+    batches = token_batches(same, max_tokens=100, seed=1)
+    assert sorted(len(batch) for batch in batches) == [10, 10, 10]  # 10 x 10 = 100 tokens fits
+    long = [Example(src=[5] * 49 + [3], tgt=[2, 6, 3]) for _ in range(3)]  # 50 tokens each, over a budget of 40
+    assert sorted(token_batches(long, max_tokens=40, seed=1)) == [[0], [1], [2]]
