@@ -351,13 +351,14 @@ def build(settings: ToySettings) -> tuple[TransformerConfig, bytes]:
     return config, tokenizer_model
 
 
-def start_run(settings: ToySettings) -> ToyRun:
-    """A fresh, untrained run: seeded weights, the data drawn, nothing trained yet."""
+def start_run(settings: ToySettings, held_out: list[tuple[str, str]] | None = None) -> ToyRun:
+    """A fresh, untrained run: seeded weights and the held-out pairs (drawn here unless ``held_out`` gives
+    draw_data's), nothing trained yet."""
     settings.check()
     config, tokenizer_model = build(settings)
     torch.manual_seed(settings.seed)
     model = Transformer(config)
-    held_out, _ = draw_data(settings)
+    held_out = draw_data(settings)[0] if held_out is None else held_out
     return ToyRun(
         settings=settings,
         config=config.to_dict(),
@@ -393,14 +394,14 @@ def train_toy(
     settings.check()
     if start is not None and not start.settings.same_model(settings):
         raise ValueError("a run continues only with the same task and model; start a new one to change them")
-    run = replace(start) if start is not None else start_run(settings)
+    held_out, train_pairs = draw_data(settings)  # seeded: a continued run gets the same pairs again
+    run = replace(start) if start is not None else start_run(settings, held_out)
     run.settings = settings
     config = TransformerConfig.from_dict(run.config)
     model = Transformer(config)
     model.load_state_dict(run.weights)
     tokenizer = Tokenizer.from_model_bytes(run.tokenizer_model)
     translator = Translator(model, tokenizer, torch.device("cpu"))
-    _, train_pairs = draw_data(settings)
     examples: list[Example] = encode_examples(train_pairs, tokenizer, config)
     optimizer = make_optimizer(model.parameters(), settings.learning_rate, weight_decay=0.0)
     if run.optimizer:

@@ -26,7 +26,6 @@ from typing import Any
 from model.trace import Trace
 from model.training.live import HistoryPoint, Progress, ToyRun, ToySettings
 
-STATES = ("queued", "running", "stopping", "finished", "cancelled", "failed")
 ENDED = ("finished", "cancelled", "failed")
 
 
@@ -40,7 +39,7 @@ class JobView:
     """A consistent copy of a job's state for one page run."""
 
     owner: str
-    state: str  # one of STATES
+    state: str  # queued, running, stopping, then finished, cancelled or failed (ENDED)
     settings: ToySettings
     position: int  # 1 for the first in the queue; 0 when not queued
     step: int
@@ -59,10 +58,10 @@ class JobView:
 
     def time_left_s(self) -> float | None:
         """Seconds until the budget is used up at the pace so far; None before the pace is known."""
-        done = self.step - (self.history[0].step - 1 if self.history else 0)
-        if self.state != "running" or done < 5 or not self.history:
+        if self.state != "running" or len(self.history) < 5:
             return None
-        spent = self.elapsed_s - (self.history[0].elapsed_s if self.history else 0.0)
+        first = self.history[0]
+        done, spent = self.step - first.step + 1, self.elapsed_s - first.elapsed_s
         return max(0.0, (self.steps - self.step) * spent / done)
 
 
