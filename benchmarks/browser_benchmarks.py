@@ -13,12 +13,12 @@ from __future__ import annotations
 import statistics
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 from benchmarks.context import Context
 from benchmarks.records import Check, Record
 from benchmarks.subject import REPO, sentence_with_pieces
+from benchmarks.timing import wait_for
 from viz.tokens import display_labels
 
 BARE_PAGE = Path(__file__).with_name("bare_heatmap_page.py")
@@ -45,21 +45,11 @@ POLL_S = 0.01
 LIMIT_S = 90.0
 
 
-def _wait(driver, condition: Callable[[], object], what: str) -> object:
-    deadline = time.monotonic() + LIMIT_S
-    while time.monotonic() < deadline:
-        found = condition()
-        if found:
-            return found
-        time.sleep(POLL_S)
-    raise RuntimeError(f"{what} did not happen within {LIMIT_S:.0f} s")
-
-
 def _open(driver, url: str) -> float:
     """Navigate to ``url`` in a fresh document; ms from navigation to the first heatmap's plotting area."""
     driver.get("about:blank")
     driver.get(url)
-    return float(_wait(driver, lambda: driver.execute_script("return window.__firstHeatmap"), "a heatmap"))
+    return float(wait_for(lambda: driver.execute_script("return window.__firstHeatmap"), "a heatmap", LIMIT_S, POLL_S))
 
 
 def _edit(driver, sentence: str, columns: list[str]) -> float:
@@ -78,7 +68,7 @@ def _edit(driver, sentence: str, columns: list[str]) -> float:
             return state["now"] - driver.execute_script("return window.__enterAt")
         return None
 
-    return float(_wait(driver, redrawn, "the redraw"))
+    return float(wait_for(redrawn, "the redraw", LIMIT_S, POLL_S))
 
 
 def _measure(script: Path, checkpoints: Path, sentences: list[tuple[str, list[str]]], loads: int) -> dict[str, object]:

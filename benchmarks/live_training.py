@@ -27,23 +27,12 @@ from benchmarks.context import Context
 from benchmarks.memory import rss_mb
 from benchmarks.records import Check, Record
 from benchmarks.subject import sentence_with_pieces
-from benchmarks.timing import median, percentile
+from benchmarks.timing import median, percentile, wait_for
 from explorer.admission import shared_gate
 from model.training.live import Progress, ToySettings, train_toy
 from model.training.pool import TrainingPool
 
 MARK = 0.95  # held-out exact match the class waits for
-WAIT_S = 120.0
-
-
-def _wait(condition, what: str, limit_s: float = WAIT_S):
-    deadline = time.monotonic() + limit_s
-    while time.monotonic() < deadline:
-        found = condition()
-        if found:
-            return found
-        time.sleep(0.02)
-    raise RuntimeError(f"{what} did not happen within {limit_s:.0f} s")
 
 
 def _train_here_until_the_mark(settings: ToySettings) -> float:
@@ -70,7 +59,7 @@ def live_reverse_s(ctx: Context) -> list[Record]:
             owner = f"bench-{repeat}"
             began = time.perf_counter()
             pool.submit(owner, settings)
-            _wait(lambda owner=owner: (pool.view(owner).exact_match or 0) >= MARK, "95% exact match")
+            wait_for(lambda owner=owner: (pool.view(owner).exact_match or 0) >= MARK, "95% exact match")
             pooled.append(time.perf_counter() - began)
             curve = [
                 (p.step, round(p.elapsed_s, 2), p.exact_match)
@@ -120,7 +109,7 @@ def classroom_training_p95_ms(ctx: Context) -> list[Record]:
                 if training:
                     for owner in ("first", "second"):
                         pool.submit(owner, replace(ToySettings(), steps=20_000))
-                    _wait(lambda: all(pool.view(o).step > 0 for o in ("first", "second")), "two trainings")
+                    wait_for(lambda: all(pool.view(o).step > 0 for o in ("first", "second")), "two trainings")
                 latencies.extend(classroom_round(translator, texts, errors, shared_gate()))
                 if training:
                     steps = [pool.view(owner).step for owner in ("first", "second")]
@@ -159,9 +148,9 @@ def training_rss_mb(ctx: Context) -> list[Record]:
     try:
         for index in range(20):
             pool.submit("session", replace(ToySettings(), steps=20_000, seed=index))
-            _wait(lambda: pool.view("session").exact_match is not None, "a first measurement")
+            wait_for(lambda: pool.view("session").exact_match is not None, "a first measurement")
             pool.stop("session")
-            _wait(lambda: pool.view("session").state == "finished", "the stop")
+            wait_for(lambda: pool.view("session").state == "finished", "the stop")
             samples.append(rss_mb(os.getpid()))
     finally:
         pool.close()
@@ -199,7 +188,7 @@ def _press(driver, label: str) -> None:
     from selenium.webdriver.common.by import By
 
     path = f"//button[.//p[normalize-space(.)='{label}']][not(@disabled)]"
-    driver.execute_script("arguments[0].click()", _wait(lambda: driver.find_elements(By.XPATH, path), label)[0])
+    driver.execute_script("arguments[0].click()", wait_for(lambda: driver.find_elements(By.XPATH, path), label)[0])
 
 
 def _click_lesson(driver, title: str, task: str) -> float:
@@ -207,7 +196,7 @@ def _click_lesson(driver, title: str, task: str) -> float:
 
     began = time.perf_counter()
     _press(driver, title)
-    _wait(lambda: driver.execute_script(TASK_BOX) == task, f"the task box to show {task}")
+    wait_for(lambda: driver.execute_script(TASK_BOX) == task, f"the task box to show {task}")
     return (time.perf_counter() - began) * 1000
 
 
@@ -237,11 +226,11 @@ def browser_live(ctx: Context, names: tuple[str, ...]) -> list[Record]:
             chromium(Path(tempfile.mkdtemp(prefix="bench-chromium-")), width=1280, height=800) as driver,
         ):
             driver.get(f"{url}/?view=train&train_steps=20000")
-            _wait(lambda: driver.execute_script(TASK_BOX) == "reverse", "the Train view", 90)
+            wait_for(lambda: driver.execute_script(TASK_BOX) == "reverse", "the Train view", 90)
             idle = _clicks(driver, clicks + 1)[1:]  # the first click of a new page pays for loading it
             _click_lesson(driver, "Reverse, with the positional encoding", "reverse")
             _press(driver, "Start")
-            _wait(lambda: "exact match" in driver.execute_script(PROGRESS_TEXT), "the first measurement", 60)
+            wait_for(lambda: "exact match" in driver.execute_script(PROGRESS_TEXT), "the first measurement", 60)
             changes, last, began = [], driver.execute_script(PROGRESS_TEXT), time.perf_counter()
             while time.perf_counter() - began < ctx.reps(10, 20):
                 text = driver.execute_script(PROGRESS_TEXT)

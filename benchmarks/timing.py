@@ -87,3 +87,15 @@ def alternate(
                 prepare()
             times[key].append(time_call(work, device))
     return Paired(times["candidate"], times["baseline"])
+
+
+def wait_for(condition: Callable[[], object], what: str, limit_s: float = 90.0, poll_s: float = 0.01) -> object:
+    """Poll ``condition`` until it returns something truthy, and return that; RuntimeError naming ``what`` after
+    ``limit_s`` (a bound for a busy machine, not a measurement)."""
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        found = condition()
+        if found:
+            return found
+        time.sleep(poll_s)
+    raise RuntimeError(f"{what} did not happen within {limit_s:.0f} s")
