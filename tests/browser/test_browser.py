@@ -40,13 +40,6 @@ OUTPUT = REPO / "test-output"
 NEW_SENTENCE = "the girl sits."
 
 
-@pytest.fixture(scope="module")
-def server(browser_ready, tiny_checkpoint, tmp_path_factory):
-    """The app served from a folder holding only the tiny test checkpoint."""
-    with streamlit_server(tiny_checkpoint.parent, tmp_path_factory.mktemp("streamlit-log")) as url:
-        yield url
-
-
 @pytest.fixture
 def driver(browser_ready):
     with chromium(Path(tempfile.mkdtemp(prefix="chromium-profile-"))) as browser:

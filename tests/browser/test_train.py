@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.browser.pages import chart, console_errors, wait_until
-from tests.helpers import REPO, chromium, click_button, streamlit_server
+from tests.helpers import REPO, chromium, click_button
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -20,12 +20,6 @@ PROGRESS = """
 const bar = document.querySelector('[data-testid="stProgress"]');
 return bar ? bar.innerText : '';
 """
-
-
-@pytest.fixture(scope="module")
-def server(browser_ready, tiny_checkpoint, tmp_path_factory):
-    with streamlit_server(tiny_checkpoint.parent, tmp_path_factory.mktemp("streamlit-log")) as url:
-        yield url
 
 
 @pytest.fixture

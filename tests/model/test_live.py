@@ -198,6 +198,20 @@ def test_each_lesson_shows_what_it_claims(lesson, one_thread):
 # --- the pool: processes, a queue, one training per owner ------------------------------------------------------------
 
 
+@pytest.fixture
+def pools():
+    """Make pools with ``pools(**options)``; each is closed (its trainings stopped) after the test."""
+    made: list[TrainingPool] = []
+
+    def make(**options) -> TrainingPool:
+        made.append(TrainingPool(**options))
+        return made[-1]
+
+    yield make
+    for pool in made:
+        pool.close()
+
+
 def wait_for(condition, timeout_s: float = 30.0) -> None:
     deadline = time.monotonic() + timeout_s
     while not condition():
@@ -206,85 +220,70 @@ def wait_for(condition, timeout_s: float = 30.0) -> None:
         time.sleep(0.05)
 
 
-def test_the_pool_refuses_bad_settings_and_a_second_training_per_session():
-    pool = TrainingPool(slots=1, start_method="spawn")
-    try:
-        with pytest.raises(ValueError, match="divisible"):
-            pool.submit("a", replace(TINY, d_model=30, heads=4))
-        assert pool.view("a") is None and pool.running() == 0 and pool.waiting() == 0
-        pool.submit("a", replace(TINY, steps=5000))
-        with pytest.raises(RuntimeError, match="already has a training"):
-            pool.submit("a", TINY)
-    finally:
-        pool.close()
+def test_the_pool_refuses_bad_settings_and_a_second_training_per_session(pools):
+    pool = pools(slots=1, start_method="spawn")
+    with pytest.raises(ValueError, match="divisible"):
+        pool.submit("a", replace(TINY, d_model=30, heads=4))
+    assert pool.view("a") is None and pool.running() == 0 and pool.waiting() == 0
+    pool.submit("a", replace(TINY, steps=5000))
+    with pytest.raises(RuntimeError, match="already has a training"):
+        pool.submit("a", TINY)
     with pytest.raises(ValueError, match="at least one slot"):
         TrainingPool(slots=0)
 
 
-def test_an_owner_without_a_job_is_still_cleaned_up_after_when_watched():
+def test_an_owner_without_a_job_is_still_cleaned_up_after_when_watched(pools):
     gone = []
-    pool = TrainingPool(slots=1, alive=lambda owner: False, on_gone=gone.append, grace_s=0.1, start_method="spawn")
-    try:
-        pool.watch("explored-then-reset")
-        wait_for(lambda: gone == ["explored-then-reset"], timeout_s=5)
-    finally:
-        pool.close()
+    pool = pools(slots=1, alive=lambda owner: False, on_gone=gone.append, grace_s=0.1, start_method="spawn")
+    pool.watch("explored-then-reset")
+    wait_for(lambda: gone == ["explored-then-reset"], timeout_s=5)
 
 
 @pytest.mark.slow
-def test_a_second_session_waits_its_turn_and_starts_when_the_first_stops():
-    pool = TrainingPool(slots=1)
-    try:
-        pool.submit("first", replace(TINY, steps=20_000))
-        second = pool.submit("second", TINY)
-        assert second.state == "queued" and second.position == 1
-        third = pool.submit("third", TINY)
-        assert third.position == 2
-        wait_for(lambda: pool.view("first").step > 0)
-        assert pool.view("second").state == "queued"
-        pool.stop("first")
-        wait_for(lambda: pool.view("first").state == "finished")
-        first = pool.view("first")
-        assert "by hand" in first.run.stopped and first.run.step == first.step > 0
-        wait_for(lambda: pool.view("second").state in ("running", "finished"))
-        assert pool.view("third").position == 1
-        wait_for(lambda: pool.view("second").state == "finished")
-        assert pool.view("second").run.step == TINY.steps
-        assert len(pool.view("second").history) == TINY.steps
-    finally:
-        pool.close()
+def test_a_second_session_waits_its_turn_and_starts_when_the_first_stops(pools):
+    pool = pools(slots=1)
+    pool.submit("first", replace(TINY, steps=20_000))
+    second = pool.submit("second", TINY)
+    assert second.state == "queued" and second.position == 1
+    third = pool.submit("third", TINY)
+    assert third.position == 2
+    wait_for(lambda: pool.view("first").step > 0)
+    assert pool.view("second").state == "queued"
+    pool.stop("first")
+    wait_for(lambda: pool.view("first").state == "finished")
+    first = pool.view("first")
+    assert "by hand" in first.run.stopped and first.run.step == first.step > 0
+    wait_for(lambda: pool.view("second").state in ("running", "finished"))
+    assert pool.view("third").position == 1
+    wait_for(lambda: pool.view("second").state == "finished")
+    assert pool.view("second").run.step == TINY.steps
+    assert len(pool.view("second").history) == TINY.steps
 
 
 @pytest.mark.slow
-def test_a_closed_sessions_training_ends():
+def test_a_closed_sessions_training_ends(pools):
     present = {"a": True}
-    pool = TrainingPool(slots=1, alive=lambda owner: present.get(owner, False), grace_s=0.5)
-    try:
-        pool.submit("a", replace(TINY, steps=20_000))
-        wait_for(lambda: pool.view("a").step > 0)
-        process = pool._jobs["a"].process
-        present["a"] = False
-        wait_for(lambda: pool.view("a") is None, timeout_s=10)
-        wait_for(lambda: not process.is_alive(), timeout_s=10)
-        assert pool.running() == 0
-    finally:
-        pool.close()
+    pool = pools(slots=1, alive=lambda owner: present.get(owner, False), grace_s=0.5)
+    pool.submit("a", replace(TINY, steps=20_000))
+    wait_for(lambda: pool.view("a").step > 0)
+    process = pool._jobs["a"].process
+    present["a"] = False
+    wait_for(lambda: pool.view("a") is None, timeout_s=10)
+    wait_for(lambda: not process.is_alive(), timeout_s=10)
+    assert pool.running() == 0
 
 
 @pytest.mark.slow
-def test_a_training_continues_in_the_pool_and_a_queued_one_can_be_cancelled():
-    pool = TrainingPool(slots=1)
-    try:
-        pool.submit("a", TINY)
-        queued = pool.submit("b", TINY)
-        assert queued.position == 1
-        pool.stop("b")
-        assert pool.view("b").state == "cancelled" and pool.waiting() == 0
-        wait_for(lambda: pool.view("a").state == "finished")
-        done = pool.view("a").run
-        pool.submit("a", replace(TINY, steps=10), start=done)
-        wait_for(lambda: pool.view("a").state == "finished")
-        more = pool.view("a")
-        assert more.run.step == 40 and len(more.history) == 40 and more.steps == 40
-    finally:
-        pool.close()
+def test_a_training_continues_in_the_pool_and_a_queued_one_can_be_cancelled(pools):
+    pool = pools(slots=1)
+    pool.submit("a", TINY)
+    queued = pool.submit("b", TINY)
+    assert queued.position == 1
+    pool.stop("b")
+    assert pool.view("b").state == "cancelled" and pool.waiting() == 0
+    wait_for(lambda: pool.view("a").state == "finished")
+    done = pool.view("a").run
+    pool.submit("a", replace(TINY, steps=10), start=done)
+    wait_for(lambda: pool.view("a").state == "finished")
+    more = pool.view("a")
+    assert more.run.step == 40 and len(more.history) == 40 and more.steps == 40
