@@ -110,7 +110,7 @@ def _node_trace(tree: BeamTree, nodes: list[BeamNode], name: str, status: str, c
         mode="markers+text",
         text=[_label(tree, node) for node in nodes],
         textposition="top center",
-        textfont={"size": 11, "color": "#999999" if status == "pruned" else "#222222"},
+        textfont={"size": 11, "color": "#6b6b6b" if status == "pruned" else "#222222"},
         marker={"size": 8 if status == "pruned" else 11, "color": colour},
         customdata=[
             [_label(tree, node), _status_text(node), node.log_prob, node.score, _hypothesis_text(tree, node)]

@@ -37,7 +37,7 @@ def display_text(piece: str) -> str:
 def display_piece(piece: str) -> str:
     """One piece as an HTML-safe label: display_text, escaped; special tokens in grey italics."""
     if piece in MARKED_PIECES:
-        return f"<i style='color:#888'>{html.escape(piece)}</i>"
+        return f"<i style='color:#6b6b6b'>{html.escape(piece)}</i>"
     return html.escape(display_text(piece))
 
 

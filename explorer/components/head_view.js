@@ -169,7 +169,7 @@ function draw(root, data, setTriggerValue) {
           y: rowY(index),
           "text-anchor": side === "query" ? "end" : "start",
           "dominant-baseline": "central",
-          fill: token.special ? "#888" : "#222",
+          fill: token.special ? "#6b6b6b" : "#222",
           "font-style": token.special ? "italic" : "normal",
           class: `hv-token hv-${side}`,
           "data-index": index,

@@ -45,7 +45,7 @@ def test_translation_diff_figure_highlights_exactly_the_changed_tokens():
 
 
 def display_eos() -> str:
-    return "<i style='color:#888'>&lt;/s&gt;</i>"
+    return "<i style='color:#6b6b6b'>&lt;/s&gt;</i>"
 
 
 def test_ablation_figures_show_the_comparison_with_escaped_labels(comparison):
