@@ -13,17 +13,28 @@ from explorer.state import bind, presenting
 from model.heads import ATTENTION_KINDS, KIND_TITLES
 from model.trace import Trace
 from viz.export import LessonSection
+from viz.tables import TABLE_CSS
 
 
 def show_figure(figure: go.Figure, name: str, lesson: list[LessonSection] | None = None, explanation: str = "") -> None:
-    """A chart whose toolbar camera button downloads it as ``name``.png, enlarged in presenter mode.
+    """A chart whose toolbar camera button downloads it as ``name``.png, enlarged in presenter mode, with its text
+    alternative under it: a line saying what it shows and a "Show as table" switch for the same numbers.
 
     With ``lesson``, the chart (at normal size) and ``explanation`` also go into the lesson export.
     """
     shown = viz.enlarge(figure) if presenting() else figure
     st.plotly_chart(shown, theme=None, config=viz.chart_config(name), key=f"chart-{name}")
+    figure_as_text(figure, name)
     if lesson is not None:
         lesson.append(LessonSection(html.unescape(figure.layout.title.text or name), explanation, figure))
+
+
+def figure_as_text(figure: go.Figure, name: str) -> None:
+    """The figure's one-line description and, switched on, its numbers as tables (viz.tables)."""
+    description, switch = st.columns([3, 1], vertical_alignment="center")
+    description.caption(escape_markdown(viz.describe(figure)))
+    if switch.toggle("Show as table", key=f"table-{name}"):
+        st.html(TABLE_CSS + "".join(viz.table_html(table) for table in viz.figure_tables(figure)))
 
 
 def how_to_read(*topics: str, caveat: bool = True) -> str:

@@ -32,6 +32,7 @@ from viz.positional import encoding_norms, positional_curves, positional_matrix,
 from viz.presenter import enlarge
 from viz.quiz import Guess, QuizScore, StepScore, StepTruth, score_step, step_truth, total_score
 from viz.style import ATTENTION_COLORSCALE, chart_config, download_name, power_colorscale
+from viz.tables import FigureTable, describe, figure_tables, table_html
 from viz.tokens import TokenAttention, display_piece, select_tokens
 from viz.trace_views import AttentionAxes, DecodingStep, attention_axes, decoding_step
 from viz.training import alignment_grid, alignment_heatmap, training_curves
@@ -42,6 +43,7 @@ __all__ = [
     "ATTENTION_KINDS",
     "AttentionAxes",
     "DecodingStep",
+    "FigureTable",
     "Guess",
     "LessonSection",
     "QuizScore",
@@ -62,10 +64,12 @@ __all__ = [
     "chart_config",
     "download_name",
     "decoding_step",
+    "describe",
     "display_piece",
     "encoding_norms",
     "enlarge",
     "evolution_figure",
+    "figure_tables",
     "fork_attention_figures",
     "fork_info",
     "fork_tokens_figure",
@@ -93,6 +97,7 @@ __all__ = [
     "source_share_figure",
     "statistic_grid",
     "step_attention",
+    "table_html",
     "step_truth",
     "token_probabilities",
     "top_k_figure",

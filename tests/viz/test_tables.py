@@ -1,0 +1,149 @@
+"""Every figure's text alternative (viz.tables): the tables hold the figure's own numbers under its own labels, the
+description names what is shown, and no text from the user becomes markup."""
+
+from __future__ import annotations
+
+import html
+from html.parser import HTMLParser
+
+import numpy as np
+import plotly.graph_objects as go
+
+import viz
+from tests.helpers import HOSTILE
+from viz.tables import MISSING, cell_text, describe, figure_tables, table_html
+
+SOURCE = ["▁A", "▁dog", "▁runs", "</s>"]
+TARGET = ["<s>", "▁Ein", "▁Hund", "▁läuft", "</s>"]
+
+
+def weights(rows: int, columns: int, seed: int = 0) -> np.ndarray:
+    return np.random.default_rng(seed).dirichlet(np.ones(columns), size=rows)
+
+
+class TableReader(HTMLParser):
+    """The cells of an HTML table as (tag, scope, text), row by row, and its caption."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rows: list[list[tuple[str, str | None, str]]] = []
+        self.caption = ""
+        self._cell: tuple[str, str | None] | None = None
+        self._text = ""
+        self._in_caption = False
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "tr":
+            self.rows.append([])
+        elif tag in ("th", "td"):
+            self._cell, self._text = (tag, dict(attrs).get("scope")), ""
+        elif tag == "caption":
+            self._in_caption = True
+
+    def handle_endtag(self, tag):
+        if tag in ("th", "td"):
+            self.rows[-1].append((*self._cell, self._text))
+            self._cell = None
+        elif tag == "caption":
+            self._in_caption = False
+
+    def handle_data(self, data):
+        if self._cell is not None:
+            self._text += data
+        elif self._in_caption:
+            self.caption += data
+
+
+def read_table(markup: str) -> TableReader:
+    reader = TableReader()
+    reader.feed(markup)
+    return reader
+
+
+def test_a_heatmaps_table_holds_its_weights_under_its_token_labels():
+    attention = weights(len(TARGET), len(SOURCE))
+    figure = viz.attention_heatmap(attention, TARGET, SOURCE, title="Decoder layer 0 – cross-attention – head 1")
+    [table] = figure_tables(figure)
+    assert table.caption == "Decoder layer 0 – cross-attention – head 1"
+    assert table.rows == ["<s>", "Ein", "Hund", "läuft", "</s>"]  # the axis labels, grey markup taken off
+    assert table.columns == ["A", "dog", "runs", "</s>"]
+    np.testing.assert_array_equal(np.array(table.values, dtype=float), attention)
+
+
+def test_the_html_table_has_headers_with_scope_and_the_shown_numbers():
+    attention = weights(len(TARGET), len(SOURCE), seed=1)
+    figure = viz.attention_heatmap(attention, TARGET, SOURCE, title="one head")
+    reader = read_table(table_html(figure_tables(figure)[0]))
+    assert reader.caption == "one head"
+    header, *body = reader.rows
+    assert [(tag, scope) for tag, scope, _ in header] == [("th", "col")] * (len(SOURCE) + 1)
+    assert [text for _, _, text in header[1:]] == ["A", "dog", "runs", "</s>"]
+    for row, expected in zip(body, attention, strict=True):
+        assert row[0][:2] == ("th", "row")
+        assert [float(text) for _, _, text in row[1:]] == [float(cell_text(value)) for value in expected]
+
+
+def test_user_text_stays_text_in_tables_and_descriptions():
+    pieces = [HOSTILE, "</s>"]
+    figure = viz.attention_heatmap(weights(2, 2), pieces, pieces, title=HOSTILE)
+    markup = table_html(figure_tables(figure)[0])
+    assert "<script>" not in markup and "<b>" not in markup
+    reader = read_table(markup)
+    assert reader.caption == HOSTILE
+    shown = html.unescape(viz.display_piece(HOSTILE))  # as the axes show it, as text
+    assert reader.rows[0][1][2] == shown  # a column
+    assert reader.rows[1][0][2] == shown  # a row
+    assert describe(figure).startswith(HOSTILE)  # plain text: the page escapes it as Markdown
+
+
+def test_every_panel_of_the_all_heads_grid_is_a_table_named_by_layer_and_head():
+    stack = np.stack([np.stack([weights(3, 4, seed=layer * 2 + head) for head in range(2)]) for layer in range(2)])
+    figure = viz.attention_grid(stack, TARGET[:3], SOURCE, title="All heads")
+    tables = figure_tables(figure)
+    assert [table.caption for table in tables] == [
+        f"All heads: layer {layer}, head {head}" for layer in range(2) for head in range(2)
+    ]
+    for table, (layer, head) in zip(tables, [(0, 0), (0, 1), (1, 0), (1, 1)], strict=True):
+        np.testing.assert_array_equal(np.array(table.values, dtype=float), stack[layer, head])
+
+
+def test_bars_and_lines_over_the_same_x_share_one_table():
+    figure = go.Figure(
+        [
+            go.Bar(x=["a", "b", "c"], y=[0.5, 0.25, 0.25], name="with every head"),
+            go.Bar(x=["a", "b", "c"], y=[0.1, None, 0.9], name="heads removed"),
+            go.Scatter(x=[0, 1], y=[3.0, 4.0], name="other"),
+        ],
+        layout={"title": {"text": "Probabilities"}, "xaxis": {"title": {"text": "output token"}}},
+    )
+    first, second = figure_tables(figure)
+    assert (first.row_header, first.rows, first.columns) == (
+        "output token",
+        ["a", "b", "c"],
+        ["with every head", "heads removed"],
+    )
+    assert first.values == [[0.5, 0.1], [0.25, None], [0.25, 0.9]]
+    assert second.rows == ["0", "1"] and second.values == [[3.0], [4.0]]
+    assert MISSING in table_html(first)  # a gap stays visible as a gap
+
+
+def test_the_description_names_the_chart_and_every_row_and_column():
+    figure = viz.attention_heatmap(weights(len(TARGET), len(SOURCE)), TARGET, SOURCE, title="Encoder layer 1")
+    line = describe(figure)
+    assert line.startswith("Encoder layer 1: heatmap of 5 rows (")
+    for label in ("Ein", "Hund", "läuft", "dog", "runs"):
+        assert label in line
+    bars = viz.token_probabilities(["▁Ein", "▁Hund"], [0.9, 0.5], title="Probability of each output token")
+    assert describe(bars).startswith("Probability of each output token: bar chart")
+
+
+def test_cells_show_three_decimals_and_gaps():
+    assert [cell_text(v) for v in (0.95238, 1e-5, -0.5, None, float("nan"), 123456.0)] == [
+        "0.952",
+        "0.000",
+        "-0.500",
+        MISSING,
+        MISSING,
+        "1.235e+05",
+    ]
+    assert html.unescape(MISSING) == MISSING

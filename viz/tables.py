@@ -1,0 +1,176 @@
+"""Every figure as words and numbers: a one-line description and the same values as accessible HTML tables.
+
+A screen reader says nothing useful about a plotly chart, so the page puts ``describe(figure)`` under each chart
+and, on request, ``figure_tables(figure)`` drawn by ``table_html``: one table per heatmap panel (rows and columns
+named by the axes' tick labels) and one per group of bar or line traces sharing their x values. The numbers are the
+figure's own data, formatted by ``cell_text``; nothing is recomputed.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import plotly.graph_objects as go
+
+MISSING = "–"  # a cell the figure leaves empty (a masked position, a gap in a line)
+
+
+@dataclass(frozen=True)
+class FigureTable:
+    """One table: ``values[i][j]`` is row ``rows[i]``, column ``columns[j]`` (None where the figure has no value)."""
+
+    caption: str
+    row_header: str
+    rows: list[str]
+    columns: list[str]
+    values: list[list[float | None]]
+
+
+def cell_text(value: float | None) -> str:
+    """A value as the table shows it: three decimals (four significant digits when large), or MISSING."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return MISSING
+    return format(value, ".3f" if abs(value) < 1e4 else ".4g")
+
+
+def _plain(text: Any) -> str:
+    """Plotly text (escaped HTML with our markup: <br>, grey italics for special tokens) as plain text."""
+    return html.unescape(re.sub(r"<[^>]*>", " ", str(text))).strip()
+
+
+def _title(figure: go.Figure) -> str:
+    return _plain(figure.layout.title.text or "")
+
+
+def _axis(figure: go.Figure, reference: str | None, letter: str):
+    """The layout axis a trace is drawn on (``x2`` -> ``xaxis2``)."""
+    return figure.layout[f"{letter}axis{(reference or letter)[1:]}"]
+
+
+def _labels(axis, coordinates: Sequence[Any]) -> list[str]:
+    """Each coordinate's tick label where the axis names it (heatmaps place tokens at positions with tick texts),
+    else the coordinate itself."""
+    named = {}
+    if axis.tickvals is not None and axis.ticktext is not None:
+        named = {value: _plain(text) for value, text in zip(axis.tickvals, axis.ticktext, strict=False)}
+    return [named.get(coordinate) or _plain(coordinate) for coordinate in coordinates]
+
+
+def _axis_title(axis, default: str) -> str:
+    return _plain(axis.title.text) if axis.title and axis.title.text else default
+
+
+def _number(value: Any) -> float | None:
+    if value is None:
+        return None
+    number = float(value)
+    return None if math.isnan(number) else number
+
+
+def _heatmap_table(figure: go.Figure, trace: go.Heatmap, caption: str) -> FigureTable:
+    values = np.asarray(trace.z, dtype=object)
+    n_rows, n_columns = values.shape
+    x_axis, y_axis = _axis(figure, trace.xaxis, "x"), _axis(figure, trace.yaxis, "y")
+    columns = _labels(x_axis, trace.x if trace.x is not None else range(n_columns))
+    rows = _labels(y_axis, trace.y if trace.y is not None else range(n_rows))
+    header = f"{_axis_title(y_axis, 'row')} \\ {_axis_title(x_axis, 'column')}"
+    return FigureTable(caption, header, rows, columns, [[_number(v) for v in row] for row in values])
+
+
+def _series_table(figure: go.Figure, traces: list, caption: str) -> FigureTable:
+    """Bar or line traces over the same x values: one row per x value, one column per trace."""
+    x_axis = _axis(figure, traces[0].xaxis, "x")
+    xs = list(traces[0].x) if traces[0].x is not None else list(range(len(traces[0].y)))
+    columns = [_plain(trace.name) if trace.name else _axis_title(_axis(figure, trace.yaxis, "y"), "value")
+               for trace in traces]  # fmt: skip
+    values = [[_number(trace.y[i]) for trace in traces] for i in range(len(xs))]
+    return FigureTable(caption, _axis_title(x_axis, "x"), _labels(x_axis, xs), columns, values)
+
+
+def _panel_names(figure: go.Figure, count: int) -> list[str]:
+    """What each heatmap panel is called: its hover's first line where it names the panel ("layer 1, head 2"),
+    else its position."""
+    names = []
+    for index, trace in enumerate(figure.select_traces(selector={"type": "heatmap"})):
+        first_line = _plain((trace.hovertemplate or "").split("<br>")[0])
+        names.append(first_line if first_line.startswith("layer ") else f"panel {index + 1}")
+    return names if count > 1 else [""] * count
+
+
+def figure_tables(figure: go.Figure) -> list[FigureTable]:
+    """The figure's numbers as tables: each heatmap on its own, bar and line traces grouped by shared x values."""
+    title = _title(figure) or "Chart"
+    heatmaps = list(figure.select_traces(selector={"type": "heatmap"}))
+    names = _panel_names(figure, len(heatmaps))
+    tables = [
+        _heatmap_table(figure, trace, f"{title}: {name}" if name else title)
+        for trace, name in zip(heatmaps, names, strict=True)
+    ]
+    groups: list[list] = []
+    for trace in figure.data:
+        if trace.type not in ("bar", "scatter") or trace.y is None:
+            continue
+        xs = None if trace.x is None else list(trace.x)
+        if groups and (None if groups[-1][0].x is None else list(groups[-1][0].x)) == xs:
+            groups[-1].append(trace)
+        else:
+            groups.append([trace])
+    tables += [_series_table(figure, group, title) for group in groups]
+    return tables
+
+
+def describe(figure: go.Figure) -> str:
+    """One line for a screen reader (and anyone): what kind of chart, its title, and what its axes hold."""
+    title = _title(figure) or "Chart"
+    heatmaps = list(figure.select_traces(selector={"type": "heatmap"}))
+    if heatmaps:
+        table = _heatmap_table(figure, heatmaps[0], title)
+        what = "heatmap" if len(heatmaps) == 1 else f"{len(heatmaps)} heatmaps"
+        rows, columns = table.row_header.split(" \\ ")
+        return (
+            f"{title}: {what} of {len(table.rows)} rows ({rows}: {', '.join(table.rows)}) by {len(table.columns)} "
+            f"columns ({columns}: {', '.join(table.columns)})."
+        )
+    series = [trace for trace in figure.data if trace.type in ("bar", "scatter")]
+    kinds = sorted({"bar chart" if trace.type == "bar" else "line chart" for trace in series}) or ["chart"]
+    names = [_plain(trace.name) for trace in series if trace.name]
+    x_title = _axis_title(figure.layout.xaxis, "")
+    parts = [f"{title}: {' and '.join(kinds)}"]
+    if x_title:
+        parts.append(f"over {x_title}")
+    if names:
+        parts.append(f"of {', '.join(names)}")
+    return " ".join(parts) + "."
+
+
+# Compact and scrolled sideways inside its column: a sentence's table is wider than the figure beside the pickers.
+TABLE_CSS = """<style>
+.figure-table-scroll { overflow-x: auto; max-width: 100%; }
+.figure-table { border-collapse: collapse; font-size: 0.8rem; margin-bottom: 1rem; }
+.figure-table caption { text-align: left; font-weight: 600; padding-bottom: 0.25rem; }
+.figure-table th, .figure-table td { padding: 0.1rem 0.4rem; border-bottom: 1px solid #dddddd; white-space: nowrap; }
+.figure-table td { text-align: right; font-variant-numeric: tabular-nums; }
+.figure-table thead th:first-child { white-space: normal; max-width: 10rem; font-weight: 400; font-style: italic; }
+</style>"""
+
+
+def table_html(table: FigureTable) -> str:
+    """An HTML table with a caption, column headers and row headers (scope set), every text escaped; in a box that
+    scrolls sideways (TABLE_CSS)."""
+    head = "".join(f'<th scope="col">{html.escape(column)}</th>' for column in table.columns)
+    body = "".join(
+        f'<tr><th scope="row">{html.escape(row)}</th>' + "".join(f"<td>{cell_text(v)}</td>" for v in values) + "</tr>"
+        for row, values in zip(table.rows, table.values, strict=True)
+    )
+    return (
+        f'<div class="figure-table-scroll" tabindex="0" role="region" aria-label="{html.escape(table.caption)}">'
+        f'<table class="figure-table"><caption>{html.escape(table.caption)}</caption>'
+        f'<thead><tr><th scope="col">{html.escape(table.row_header)}</th>{head}</tr></thead>'
+        f"<tbody>{body}</tbody></table></div>"
+    )
