@@ -7,7 +7,7 @@ import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
 import viz
-from explorer.components import svg_download
+from explorer.components import assistive, svg_download
 from explorer.compute import ModelKey, TraceKey, compute_trace, readable_head, source_words
 from explorer.context import Lesson, PageContext
 from explorer.copy import (
@@ -15,6 +15,7 @@ from explorer.copy import (
     EXPLANATIONS,
     LANGUAGE_NAMES,
     card_examples,
+    domain_name,
     escape_markdown,
     learned_from,
     rare_words_line,
@@ -118,6 +119,7 @@ def first_head(entry: CheckpointEntry, key: ModelKey) -> tuple[int, int]:
 
 def open_page() -> PageContext | None:
     """The sidebar and the sentence, translated: the context every view draws from (None without a sentence)."""
+    assistive.skip_link()
     controls = presenter_toggle()
     entry, model_key, translator = checkpoint_picker()
     fit_sentence(translator)
@@ -141,29 +143,38 @@ def open_page() -> PageContext | None:
 
 def translation_section(ctx: PageContext, hide_output: bool) -> None:
     """The translation (or the typed target, marked as such) and any notice about the sentence; ``hide_output``
-    keeps the translation for the quiz to reveal."""
+    keeps the translation for the quiz to reveal. Screen readers hear the translation and the notices' gist."""
     trace = ctx.trace
+    spoken = []
     if trace.settings.get("notice"):
         st.warning(trace.settings["notice"])
+        spoken.append(trace.settings["notice"])
     if trace.settings.get("truncated"):
-        st.warning(
+        truncated = (
             f"The sentence has {trace.settings['source_pieces_before_truncation']} pieces; only the first "
             f"{len(trace.source_pieces) - 1} fit the model and were used."
         )
+        st.warning(truncated)
+        spoken.append(truncated)
     calibration = ctx.card.domain_section.calibration
     reasons = unlike_training(domain_signals(trace), calibration) if calibration is not None else []
     if reasons and trace.settings["mode"] != "forced":
         st.warning(unlike_training_notice(ctx.card, reasons), icon=":material/travel_explore:")
+        spoken.append(f"Warning: this sentence is unlike the {domain_name(ctx.card)} this model learned from.")
     if hide_output:
         st.markdown(f"**Translation** ({ctx.mode}): hidden during the quiz; guess it step by step below.")
+        spoken.insert(0, "Translation hidden during the quiz.")
     elif trace.settings["mode"] == "forced":
         st.markdown("**Your target** (teacher forcing: the model reads these tokens; it did not write them)")
         st.markdown(f"### :orange[{escape_markdown(trace.translation) or '(empty)'}]")
+        spoken.insert(0, f"Your target: {trace.translation}.")
     else:
         # on the slide the sentence box is in the sidebar, which a teacher may fold away: the source goes with it
         source = f"“{escape_markdown(trace.source_text)}” → " if ctx.controls is not None else ""
         st.markdown(f"{source}**Translation** ({ctx.mode})")
         st.markdown(f"### {escape_markdown(trace.translation) or '(empty)'}")
+        spoken.insert(0, f"Translation: {trace.translation or '(empty)'}.")
+    assistive.announce("translation", *spoken)
     words = source_words(ctx.trace_key.model)
     if words is not None and (rare := words.rare(trace.source_text)):
         st.caption(rare_words_line(ctx.card, rare, words.sentences))

@@ -6,6 +6,7 @@ import streamlit as st
 
 import viz
 from explorer.admission import in_turn
+from explorer.components import assistive
 from explorer.context import PageContext
 from explorer.copy import escape_markdown, pieces_markdown
 from explorer.state import AVERAGE_HEADS, bind, presenting, write_url_after_fragment
@@ -141,17 +142,21 @@ def quiz_result(truth: StepTruth, guess: Guess, probability: float) -> None:
     if guess.where is not None:
         picked = escape_markdown(truth.words[guess.where])
         wrong_where = f"You picked **{picked}** (weight {score.weight_on_guess:.2f}). {looked}"
-    verdict(score.where_right, looked, f"Right: you picked **{top_word}**. {looked}", wrong_where)
+    where = verdict(score.where_right, looked, f"Right: you picked **{top_word}**. {looked}", wrong_where)
     wrote = f"It wrote **{escape_markdown(piece_text(truth.produced))}** (probability {probability:.2f})."
     wrong_what = "" if guess.what is None else f"You picked **{escape_markdown(piece_text(guess.what))}**. {wrote}"
-    verdict(score.what_right, wrote, f"Right: {wrote}", wrong_what)
+    what = verdict(score.what_right, wrote, f"Right: {wrote}", wrong_what)
+    assistive.announce("quiz", assistive.plain(where), assistive.plain(what))
 
 
-def verdict(right: bool | None, truth: str, when_right: str, when_wrong: str) -> None:
-    """One question's answer: the truth alone when it was not asked, else green when right and red when wrong."""
+def verdict(right: bool | None, truth: str, when_right: str, when_wrong: str) -> str:
+    """One question's answer: the truth alone when it was not asked, else green when right and red when wrong (the
+    words say which as well: "Right:" or "Wrong:"). Returns what it showed."""
     if right is None:
         st.info(truth)
-    elif right:
+        return truth
+    if right:
         st.success(when_right)
-    else:
-        st.error(when_wrong)
+        return when_right
+    st.error(f"Wrong: {when_wrong}")
+    return f"Wrong: {when_wrong}"
