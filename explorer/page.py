@@ -167,13 +167,13 @@ def translation_section(ctx: PageContext, hide_output: bool) -> None:
     elif trace.settings["mode"] == "forced":
         st.markdown("**Your target** (teacher forcing: the model reads these tokens; it did not write them)")
         st.markdown(f"### :orange[{escape_markdown(trace.translation) or '(empty)'}]")
-        spoken.insert(0, f"Your target: {trace.translation}.")
+        spoken.insert(0, f"Your target: {trace.translation or '(empty)'}")
     else:
         # on the slide the sentence box is in the sidebar, which a teacher may fold away: the source goes with it
         source = f"“{escape_markdown(trace.source_text)}” → " if ctx.controls is not None else ""
         st.markdown(f"{source}**Translation** ({ctx.mode})")
         st.markdown(f"### {escape_markdown(trace.translation) or '(empty)'}")
-        spoken.insert(0, f"Translation: {trace.translation or '(empty)'}.")
+        spoken.insert(0, f"Translation: {trace.translation or '(empty)'}")
     assistive.announce("translation", *spoken)
     words = source_words(ctx.trace_key.model)
     if words is not None and (rare := words.rare(trace.source_text)):

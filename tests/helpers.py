@@ -320,6 +320,8 @@ def click_button(driver, label: str, timeout_s: float = 60.0) -> None:
             )
             if not buttons or not (buttons[0].is_displayed() and buttons[0].is_enabled()):
                 return False
+            # in the middle of the window: scrolled to the top edge, Streamlit's fixed header would take the click
+            page.execute_script("arguments[0].scrollIntoView({block: 'center'})", buttons[0])
             buttons[0].click()
             return True
         except (StaleElementReferenceException, ElementClickInterceptedException):

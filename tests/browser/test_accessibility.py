@@ -1,0 +1,211 @@
+"""The page as a student with a screen reader, a keyboard or a zoomed browser meets it (docs/accessibility.md).
+
+axe-core (the npm package in tests/browser/package.json, which `.ci/run` installs with `npm ci`) checks the WCAG 2.1
+A and AA rules in every view, every experiment, presenter mode and the exported lesson, in headless Chromium at
+1280x800 on the shipped default checkpoint. Skipped with the reason when Chromium or axe-core is missing, except
+under CI=true, where either missing fails.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from explorer import views
+from explorer.components.assistive import SENTENCE_BOX
+from explorer.views.experiments import EXPERIMENTS
+from tests.browser.pages import driver_sentence, load_page, translation_text, wait_until
+from tests.helpers import REPO, chromium, click_button, streamlit_server
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+AXE = REPO / "tests" / "browser" / "node_modules" / "axe-core" / "axe.min.js"
+WCAG_21_AA = ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"]
+BLOCKING = ("serious", "critical")
+# A teacher's sentence, not an image caption: the page adds its out-of-domain notice, which is checked too.
+SENTENCE = "The committee will publish its annual report next spring."
+SETTLED = """return !document.querySelector('[data-testid="stStatusWidget"]')
+    && !document.querySelector('[data-stale="true"]') && !!document.querySelector('[data-testid="stMain"]')"""
+RUN_AXE = """const done = arguments[arguments.length - 1];
+axe.run(document, {runOnly: {type: 'tag', values: arguments[0]}}).then(result => done(result.violations));"""
+
+
+@pytest.fixture(scope="module")
+def axe_script(browser_ready) -> str:
+    if not AXE.is_file():
+        reason = f"{AXE.relative_to(REPO)} is missing (npm ci --prefix tests/browser)"
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"accessibility tests must run in CI: {reason}")
+        pytest.skip(reason)
+    return AXE.read_text(encoding="utf-8")
+
+
+@pytest.fixture(scope="module")
+def shipped_server(browser_ready, tmp_path_factory):
+    """The app on the shipped checkpoints, as a class meets it."""
+    with streamlit_server(REPO / "checkpoints", tmp_path_factory.mktemp("streamlit-log")) as url:
+        yield url
+
+
+@pytest.fixture
+def driver(browser_ready):
+    with chromium(Path(tempfile.mkdtemp(prefix="chromium-profile-")), width=1280, height=800) as browser:
+        browser.set_script_timeout(120)
+        yield browser
+
+
+def settle(driver) -> None:
+    """Wait until the page has finished its run: nothing stale (faded) left for axe to misjudge."""
+    for _ in range(2):  # twice: a widget's rerun may start just after the first look
+        wait_until(driver, lambda d: d.execute_script(SETTLED), "the page never finished its run")
+        time.sleep(0.5)
+
+
+def blocking_violations(driver, axe_script: str) -> list[str]:
+    """axe's serious and critical violations of the WCAG 2.1 A/AA rules on the page now, one line each."""
+    if not driver.execute_script("return typeof axe !== 'undefined'"):
+        driver.execute_script(axe_script)
+    found = driver.execute_async_script(RUN_AXE, WCAG_21_AA)
+    return [
+        f"{violation['id']} ({violation['impact']}): {violation['help']}: "
+        + " | ".join(node["html"][:120] for node in violation["nodes"][:5])
+        for violation in found
+        if violation["impact"] in BLOCKING
+    ]
+
+
+def test_no_serious_violations_in_any_view_experiment_or_presenter_mode(shipped_server, driver, axe_script):
+    load_page(driver, f"{shipped_server}/?sentence={SENTENCE.replace(' ', '+')}")
+    click_button(driver, "Show as table")  # the first chart's table is checked too
+    wait_until(driver, lambda d: d.execute_script("return !!document.querySelector('table.figure-table')"), "no table")
+    report: dict[str, list[str]] = {}
+    for view in views.VIEWS:
+        click_button(driver, view.label)
+        settle(driver)
+        report[view.label] = blocking_violations(driver, axe_script)
+        if view.key == "experiments":
+            for experiment in EXPERIMENTS:
+                click_button(driver, experiment.label)
+                settle(driver)
+                report[f"Experiments / {experiment.label}"] = blocking_violations(driver, axe_script)
+    driver.get(f"{shipped_server}/?presenter=true")
+    settle(driver)
+    report["presenter mode"] = blocking_violations(driver, axe_script)
+    assert len(report) == len(list(views.VIEWS)) + len(list(EXPERIMENTS)) + 1
+    assert {state: found for state, found in report.items() if found} == {}
+
+
+def test_no_serious_violations_in_the_exported_lesson(lesson, driver, axe_script, tmp_path):
+    document, sections = lesson
+    path = tmp_path / "lesson.html"
+    path.write_text(document, encoding="utf-8")
+    driver.get(path.as_uri())
+    n_charts = sum(1 for section in sections if section.figure)
+    wait_until(
+        driver,
+        lambda d: d.execute_script("return document.querySelectorAll('.js-plotly-plot .main-svg').length") >= n_charts,
+        "the lesson's charts were never drawn",
+    )
+    assert blocking_violations(driver, axe_script) == []
+
+
+# What the keyboard has reached: its tag, label and text, to find the stops by name.
+ACTIVE = """const e = document.activeElement;
+return {tag: e.tagName, label: e.getAttribute('aria-label') || '', text: (e.innerText || '').trim()};"""
+# The focused element's widget (with its focus ring, which may lie outside the element itself).
+WIDGET = "return document.activeElement.closest('[data-testid=\"stElementContainer\"]') || document.activeElement;"
+
+
+def focus_is_visible(driver) -> bool:
+    """Whether the focused control looks different without the focus: its widget drawn focused, then blurred, then
+    focused again. The text cursor (it blinks) is hidden and a selection collapsed: neither is the focus ring."""
+    element = driver.execute_script(
+        "const e = document.activeElement; e.style.caretColor = 'transparent';"
+        "if (e.setSelectionRange) e.setSelectionRange(e.value.length, e.value.length); return e;"
+    )
+    focused = driver.execute_script(WIDGET).screenshot_as_png
+    driver.execute_script("arguments[0].blur()", element)
+    blurred = driver.execute_script("return arguments[0].closest('[data-testid=\"stElementContainer\"]')", element)
+    unfocused = blurred.screenshot_as_png
+    driver.execute_script("arguments[0].focus()", element)
+    return focused != unfocused
+
+
+def press(driver, *keys: str) -> dict:
+    from selenium.webdriver.common.action_chains import ActionChains
+
+    ActionChains(driver).send_keys(*keys).perform()
+    time.sleep(0.2)
+    return driver.execute_script(ACTIVE)
+
+
+def test_keyboard_alone_translates_a_new_sentence_and_switches_the_view(shipped_server, driver):
+    """Tab to the skip link, Enter, type, Enter; Tab to the view picker, an arrow key to the next view, Enter.
+    Each control reached shows where the focus is."""
+    from selenium.webdriver.common.keys import Keys
+
+    load_page(driver, shipped_server)
+    first = translation_text(driver)
+
+    stops = [press(driver, Keys.TAB) for _ in range(2)]
+    assert stops[-1]["text"] == "Skip to sentence", stops  # first after Streamlit's own skip link
+    assert driver.execute_script("return document.activeElement.getBoundingClientRect().width") > 1  # shown
+    assert press(driver, Keys.ENTER)["label"] == "Source sentence"
+
+    press(driver, "Two cats sleep on a sofa.")  # the link selected the old sentence: typing replaces it
+    press(driver, Keys.ENTER)
+    wait_until(driver, lambda d: translation_text(d) not in (None, first), "Enter did not translate the new sentence")
+    assert driver_sentence(driver) == "Two cats sleep on a sofa."
+    assert driver.execute_script(ACTIVE)["label"] == "Source sentence"
+    assert focus_is_visible(driver)
+    announced = driver.execute_script(
+        "return document.getElementById('attention-explorer-announcer-translation').textContent"
+    )
+    assert announced == f"Translation: {translation_text(driver)}"
+
+    for _ in range(10):
+        if press(driver, Keys.TAB)["text"] == "Cross-attention":
+            break
+    assert driver.execute_script(ACTIVE)["text"] == "Cross-attention", "Tab never reached the view picker"
+    assert focus_is_visible(driver)
+    assert press(driver, Keys.ARROW_RIGHT)["text"] == "Decoding steps"
+    press(driver, Keys.ENTER)
+    wait_until(
+        driver,
+        lambda d: d.execute_script("return document.querySelector('[aria-label=\"View\"] [data-selected=true]')"
+                                   "?.innerText") == "Decoding steps",
+        "Enter did not open the decoding steps",
+    )  # fmt: skip
+
+
+def test_at_200_percent_zoom_every_control_is_still_there(shipped_server, driver):
+    """A 1280x800 window zoomed to 200% is a 640x400 page: nothing is cut off sideways, and the sentence box, the
+    view picker and the layer and head pickers can still be reached, the sidebar's controls behind its button."""
+    from selenium.webdriver.common.by import By
+
+    driver.execute_cdp_cmd(
+        "Emulation.setDeviceMetricsOverride", {"width": 640, "height": 400, "deviceScaleFactor": 2, "mobile": False}
+    )
+    load_page(driver, shipped_server)
+    assert driver.execute_script("return document.documentElement.scrollWidth <= window.innerWidth")
+    for selector in (
+        SENTENCE_BOX,
+        "[aria-label='View'] button",
+        "input[aria-label='Layer']",
+        "input[aria-label='Head']",
+    ):
+        element = driver.find_element(By.CSS_SELECTOR, selector)
+        driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", element)
+        assert element.is_displayed(), selector
+        box = driver.execute_script("const r = arguments[0].getBoundingClientRect(); return [r.left, r.right]", element)
+        assert 0 <= box[0] and box[1] <= 640, (selector, box)  # inside the page, not beyond its right edge
+    driver.find_element(By.CSS_SELECTOR, "[data-testid='stExpandSidebarButton']").click()
+    wait_until(
+        driver,
+        lambda d: d.find_element(By.CSS_SELECTOR, "input[aria-label='Checkpoint']").is_displayed(),
+        "the sidebar's checkpoint picker never came into view",
+    )
