@@ -18,7 +18,7 @@ from viz.style import ATTENTION_COLORSCALE, ROW_HEIGHT, base_layout
 from viz.tokens import display_labels
 
 DIVERGING = "RdBu_r"  # signed values (projections, scores): red positive, blue negative, white zero
-MASK_COLOURS = [[0.0, "#f4cccc"], [0.5, "#f4cccc"], [0.5, "#c6dbef"], [1.0, "#c6dbef"]]  # hidden, allowed
+MASK_COLOURS = [[0.0, "#b0b0b0"], [0.5, "#b0b0b0"], [0.5, "#deebf7"], [1.0, "#deebf7"]]  # hidden (grey), allowed
 
 
 def _shape(array: np.ndarray) -> str:
