@@ -10,7 +10,7 @@ from explorer.components import head_view as head_view_component
 from explorer.context import PageContext
 from explorer.copy import DISPLAY_NAMES
 from explorer.state import ALL_QUERIES, DISPLAYS, bind, presenting
-from explorer.widgets import how_to_read, layer_and_head_pickers, show_figure
+from explorer.widgets import figure_as_text, how_to_read, layer_and_head_pickers, show_figure
 from model.analysis.attribution import attention_rollout
 from model.heads import KIND_TITLES, head_title
 from viz.export import LessonSection
@@ -143,3 +143,10 @@ def head_view(
         title=title,
     )
     ctx.lesson.view.append(LessonSection(title, explanation, figure))
+    shown = [viz.head_heatmap(axes, layer, h, **ctx.display.options(), title=head_title(kind, layer, h)) for h in heads]
+    figure_as_text(
+        f"{title}: lines from each {axes.query_title.split(' (')[0]} on the left to the tokens it reads on the right, "
+        f"thicker for larger weights; heads shown: {', '.join(map(str, heads))}.",
+        [table for heatmap in shown for table in viz.figure_tables(heatmap)],
+        name,
+    )

@@ -12,6 +12,7 @@ import pytest
 import torch
 from streamlit.testing.v1 import AppTest
 
+import viz
 from explorer.copy import ATTRIBUTION_NAMES, card_examples
 from explorer.state import ALL_QUERIES
 from model import load_checkpoint
@@ -187,6 +188,45 @@ def test_head_view_opens_on_the_picked_head_and_draws_the_chosen_heads_and_query
     app.selectbox(key="layer").set_value(1).run()  # another layer or head picked: the chosen heads stay
     app.selectbox(key="head").set_value(0).run()
     assert component_data(app, "attention_explorer.head_view")["heads"] == [1, 3]
+
+
+def shown_tables(app: AppTest) -> list[np.ndarray]:
+    """The numbers of every table the page's "Show as table" switches drew, one array each."""
+    from tests.viz.test_tables import read_table
+
+    arrays = []
+    for element in app.get("html"):
+        markup = element.proto.body
+        for table in markup.split("</table>")[:-1]:
+            rows = read_table(table + "</table>").rows[1:]
+            arrays.append(np.array([[float(text) for _, _, text in row[1:]] for row in rows]))
+    return arrays
+
+
+def test_show_as_table_gives_the_figures_numbers_in_the_single_head_and_head_views(app, checkpoints):
+    app.segmented_control(key="view").set_value("cross").run()
+    app.selectbox(key="layer").set_value(1).run()
+    app.selectbox(key="head").set_value(2).run()
+    assert shown_tables(app) == []  # off until asked for
+    [switch] = [toggle for toggle in app.toggle if toggle.label == "Show as table" and "L1H2" in toggle.key]
+    switch.set_value(True).run()
+    assert_ok(app)
+    chart = chart_titled(app, "Decoder layer 1 – cross-attention – head 2")
+    [table] = shown_tables(app)
+    np.testing.assert_allclose(table, plotly_array(chart["data"][0]["z"]), atol=5e-4)  # shown to three decimals
+
+    app.radio(key="display").set_value("heads").run()
+    app.session_state["head_view_heads"] = [0, 3]
+    app.run()
+    [switch] = [toggle for toggle in app.toggle if toggle.label == "Show as table" and toggle.key.endswith("-L1")]
+    switch.set_value(True).run()
+    assert_ok(app)
+    translator = load_checkpoint(checkpoints / "tiny-en-de", device="cpu")
+    axes = viz.attention_axes(translator.trace(app.text_input(key="sentence").value, beam_size=1), "cross")
+    tables = shown_tables(app)
+    assert len(tables) == 2  # one per head drawn
+    for table, head in zip(tables, [0, 3], strict=True):
+        np.testing.assert_allclose(table, viz.head_heatmap(axes, 1, head).data[0].z, atol=5e-4)
 
 
 def test_attribution_view_shows_each_method_for_the_picked_word(app, checkpoints):
