@@ -26,7 +26,10 @@ def default_max_len(model: Transformer, source_length: int, prefix_length: int =
 
 
 def row_limits(model: Transformer, src_ids: torch.Tensor, prefix_length: int, max_len: int | None) -> list[int]:
-    """Generated-token limit of each sentence, from its own length (never from its batch neighbours)."""
+    """Generated-token limit of each sentence: ``max_len``, or (None or 0) from the sentence's own length (never from
+    its batch neighbours). A negative ``max_len`` is refused: a search with no step has nothing to return."""
+    if max_len is not None and max_len < 0:
+        raise ValueError(f"max_len must be at least 1, or 0 or None for the default; got {max_len}")
     if max_len:
         return [max_len] * src_ids.size(0)
     lengths = (src_ids != model.config.pad_id).sum(dim=1).tolist()

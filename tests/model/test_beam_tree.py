@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from model import Transformer
-from model.beam_tree import BeamTree
-from model.decoding import beam_search, beam_search_tree, length_penalty, next_token_log_probs
+from model.beam_tree import BeamNode, BeamTree
+from model.decoding import beam_search, beam_search_tree, greedy_decode, length_penalty, next_token_log_probs
 from tests.helpers import SENTENCE, small_config
 
 
@@ -74,10 +74,12 @@ def check_steps(model: Transformer, src: torch.Tensor, tree: BeamTree, alpha: fl
     live = [tree.nodes[0]]
     for step in range(1, max(node.step for node in tree.nodes) + 1):
         recorded = sorted((n for n in tree.nodes if n.step == step), key=lambda n: n.rank)
-        assert [n.rank for n in recorded] == list(range(len(recorded))) and len(recorded) <= 2 * beam_size
+        assert [n.rank for n in recorded] == list(range(len(recorded)))
         # Recompute every extension of every live beam from a teacher-forced pass.
         log_probs = forced_log_probs(model, src, [tree.sequence(parent.id) + [0] for parent in live])[:, -1]
         totals = torch.tensor([parent.log_prob for parent in live])[:, None] + log_probs  # (live, V)
+        # All of the top 2 * beam_size possible extensions are examined, also those after an EOS.
+        assert len(recorded) == min(2 * beam_size, int(totals.isfinite().sum()))
         top = totals.flatten().topk(len(recorded))
         vocab = totals.size(1)
         assert [(live[i // vocab].id, i % vocab) for i in top.indices.tolist()] == [
@@ -142,3 +144,82 @@ def test_prefix_ids_are_checked(translator):
         translator.beam_tree(SENTENCE, beam_size=2, prefix_ids=[10, translator.config.eos_id])
     with pytest.raises(ValueError, match="not a token the decoder can produce"):
         translator.beam_tree(SENTENCE, beam_size=2, prefix_ids=[translator.config.bos_id])
+
+
+@pytest.mark.parametrize("prefix", [[], [7, 9]])
+def test_the_tree_starts_at_a_root_and_keeps_the_searchs_settings(model, sources, prefix):
+    tree = beam_search_tree(model, sources[:1], 3, max_len=5, alpha=0.6, prefix=prefix)[0]
+    # The root stands for BOS and the prefix: no log-probability, score or rank of its own.
+    assert tree.nodes[0] == BeamNode(0, None, 0, model.config.start_id, 0.0, 0.0, 0, "root")
+    # Checked before any path is walked: the first step extends the root, the only live beam.
+    assert {node.parent for node in tree.nodes if node.step == 1} == {0}
+    assert (tree.prefix, tree.beam_size, tree.alpha, tree.max_len) == (prefix, 3, 0.6, 5)
+
+
+def test_a_beam_wider_than_the_vocabulary_keeps_only_possible_tokens():
+    """With fewer possible tokens than candidates, the impossible ones (log-probability -inf) are never examined."""
+    torch.manual_seed(2)
+    tiny = Transformer(small_config(7, d_model=16, n_heads=2, n_encoder_layers=1, n_decoder_layers=1, d_ff=16)).eval()
+    src = torch.randint(4, 7, (1, 4), generator=torch.Generator().manual_seed(0))
+    config = tiny.config
+    possible = [t for t in range(config.tgt_vocab_size) if t not in config.never_generated]
+    # One token allowed: each possible token is one hypothesis, scored by its own log-probability.
+    hypotheses = beam_search(tiny, src, beam_size=6, max_len=1, alpha=0.0)[0]
+    assert sorted(h.tokens for h in hypotheses) == [[t] for t in possible]
+    log_probs = forced_log_probs(tiny, src, [[0]])[0, 0]
+    for hypothesis in hypotheses:
+        assert hypothesis.log_prob == pytest.approx(float(log_probs[hypothesis.tokens[0]]), abs=1e-6)
+    for max_len in (1, 2, 3):
+        tree = beam_search_tree(tiny, src, beam_size=6, max_len=max_len, alpha=0.6)[0]
+        assert all(np.isfinite(node.log_prob) for node in tree.nodes)
+        assert all(set(h.tokens).isdisjoint(config.never_generated) and np.isfinite(h.score) for h in tree.hypotheses)
+
+
+def script_decoder(model: Transformer, monkeypatch, possible: list[int]) -> None:
+    """Replace model.decode: at every step the tokens ``possible`` are equally likely, any other impossible.
+
+    The real decoder still runs (it fills the key/value cache the search reorders); its logits are dropped."""
+    decode = model.decode
+
+    def scripted(tgt_ids, *args, **kwargs):
+        decode(tgt_ids, *args, **kwargs)
+        logits = torch.full((tgt_ids.size(0), tgt_ids.size(1), model.config.tgt_vocab_size), float("-inf"))
+        logits[..., possible] = 0.0
+        return logits
+
+    monkeypatch.setattr(model, "decode", scripted)
+
+
+def test_a_live_beam_that_can_at_best_tie_the_worst_finished_hypothesis_ends_the_search(model, sources, monkeypatch):
+    """EOS and token 5 each have probability 1/2 at every step. With 2 beams and alpha 0, step 1 finishes [EOS]
+    (log 1/2) and keeps [5]; step 2 finishes [5, EOS] (log 1/4) and keeps [5, 5], also log 1/4: that beam cannot
+    beat the worst finished hypothesis, only tie it (scores only fall), so the search stops after step 2."""
+    eos = model.config.eos_id
+    script_decoder(model, monkeypatch, [eos, 5])
+    tree = beam_search_tree(model, sources[:1], beam_size=2, max_len=5, alpha=0.0)[0]
+    assert tree.stop == "bound"
+    assert max(node.step for node in tree.nodes) == 2
+    assert [h.tokens for h in tree.hypotheses] == [[eos], [5, eos]]
+    assert [h.log_prob for h in tree.hypotheses] == pytest.approx([-np.log(2), -2 * np.log(2)])
+
+
+def test_a_search_whose_beams_all_finished_stops_for_want_of_a_live_beam(model, sources, monkeypatch):
+    eos = model.config.eos_id
+    script_decoder(model, monkeypatch, [eos])  # EOS is certain
+    tree = beam_search_tree(model, sources[:1], beam_size=1, max_len=5, alpha=0.6)[0]
+    assert tree.stop == "no live beam"
+    assert [h.tokens for h in tree.hypotheses] == [[eos]] and tree.hypotheses[0].log_prob == 0.0
+
+
+@pytest.mark.parametrize("search", [beam_search, greedy_decode])
+def test_a_max_len_of_zero_means_the_default_limit(model, sources, search):
+    options = {} if search is greedy_decode else {"beam_size": 2}
+    assert str(search(model, sources, max_len=0, **options)) == str(search(model, sources, max_len=None, **options))
+
+
+@pytest.mark.parametrize("search", [beam_search_tree, beam_search, greedy_decode])
+def test_a_negative_max_len_is_refused_by_every_search(model, sources, search):
+    """A search allowed no step would return nothing (an IndexError or an empty translation further on)."""
+    options = {} if search is greedy_decode else {"beam_size": 2}
+    with pytest.raises(ValueError, match=r"max_len must be at least 1, or 0 or None for the default; got -1"):
+        search(model, sources[:1], max_len=-1, **options)

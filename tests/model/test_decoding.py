@@ -10,7 +10,15 @@ import pytest
 import torch
 
 from model import Transformer, capture_attention, load_checkpoint
-from model.decoding import beam_search, default_max_len, greedy_decode, length_penalty, next_token_log_probs
+from model.decoding import (
+    _strip,
+    beam_search,
+    default_max_len,
+    greedy_decode,
+    length_penalty,
+    next_token_log_probs,
+    row_limits,
+)
 from model.trace import Trace
 from model.translator import Translator
 from tests.helpers import REPO, small_config
@@ -255,3 +263,38 @@ def test_the_length_penalty_is_gnmts_and_ranks_the_hypotheses(model, alpha):
         for hypothesis in hypotheses:
             written_out = ((5 + len(hypothesis.tokens)) / 6) ** alpha
             assert hypothesis.score == pytest.approx(hypothesis.log_prob / written_out, rel=1e-6)
+
+
+def test_the_default_output_limit_is_one_and_a_half_times_the_source_plus_ten_within_the_positions(model):
+    """default_max_len = max(1, min(max_tokens - prefix, int(1.5 * source) + 10)), written out case by case."""
+    max_tokens = model.config.max_tokens
+    assert default_max_len(model, 4) == 6 + 10
+    assert default_max_len(model, 7) == 10 + 10  # 10.5 rounded down
+    assert default_max_len(model, 100) == max_tokens  # no prefix by default: every position is the output's
+    assert default_max_len(model, 100, prefix_length=5) == max_tokens - 5
+    assert default_max_len(model, 4, prefix_length=max_tokens - 2) == 2
+    assert default_max_len(model, 4, prefix_length=max_tokens - 1) == 1  # room for one token
+    assert default_max_len(model, 4, prefix_length=max_tokens) == 1  # never below one
+
+
+def test_each_sentence_gets_its_own_limit_and_the_prefix_takes_its_room(model):
+    long_row = torch.randint(4, 40, (60,))
+    short_row = torch.cat([torch.randint(4, 40, (4,)), torch.zeros(56, dtype=torch.long)])  # 4 tokens, then padding
+    src = torch.stack([long_row, short_row])
+    max_tokens = model.config.max_tokens
+    assert row_limits(model, src, 0, None) == [max_tokens, 6 + 10]
+    assert row_limits(model, src, 5, None) == [max_tokens - 5, 6 + 10]
+    assert row_limits(model, src, 5, 7) == [7, 7]  # a given max_len holds for every sentence
+
+
+def test_strip_drops_padding_wherever_it_is_and_cuts_after_the_first_eos():
+    pad, eos = 0, 3
+    assert _strip([5, pad, 6, eos, 7, eos, pad], eos, pad) == [5, 6, eos]
+    assert _strip([pad, 5, 6], eos, pad) == [5, 6]  # no EOS: everything but the padding
+
+
+@pytest.mark.parametrize("beam_size", [0, -1])
+def test_a_beam_size_below_one_is_refused(model, beam_size):
+    src = torch.randint(4, 40, (1, 5))
+    with pytest.raises(ValueError, match=r"^beam_size must be at least 1$"):
+        beam_search(model, src, beam_size=beam_size)
