@@ -488,3 +488,123 @@ def test_attention_dropout_acts_in_training_only_on_the_fused_path_too():
     assert torch.allclose(fused, explicit, atol=1e-5)
     without = Transformer(small_config(40, dropout=0.0, attention_dropout=0.0)).train()
     assert torch.equal(without(src, tgt), without(src, tgt))
+
+
+# Padding masks, defaults and options that the mutation run of model/transformer.py found untested.
+
+MARIAN_START = dict(bos_id=None, decoder_start_id=0)  # decoding starts from <pad> (pad_id 0), as MarianMT's does
+
+
+def test_target_padding_spares_only_a_start_token_that_is_the_pad_id():
+    from model.transformer import target_padding
+
+    paper, marian = small_config(40), small_config(40, **MARIAN_START)
+    ids = torch.tensor([[0, 5, 0, 7], [0, 0, 6, 0]])
+    spared = (ids == 0).index_fill(1, torch.tensor([0]), False)  # position 0 unmasked, later pads still masked
+    # a start token that is not the pad id: a pad at position 0 is padding like any other
+    assert torch.equal(target_padding(ids, paper), ids == 0)
+    assert torch.equal(target_padding(ids, marian), spared)  # positions start at 0 by default
+    assert torch.equal(target_padding(ids, marian, start=2), ids == 0)  # position 2 holds no start token
+    assert torch.equal(target_padding(torch.tensor([[0]]), marian), torch.tensor([[False]]))  # the first step alone
+    # any leading shape (..., T): one sequence, and sequences of no positions yet
+    assert torch.equal(target_padding(torch.tensor([0, 5, 0]), marian), torch.tensor([False, False, True]))
+    for config in (paper, marian):
+        assert target_padding(torch.zeros(2, 0, dtype=torch.long), config).shape == (2, 0)
+
+
+def test_source_and_target_padding_masks_differ_only_at_a_start_token_that_is_the_pad_id():
+    """The source's pad tokens are padding wherever they stand (here one at position 0: a left-padded source); the
+    target's first position holds the start token, which is never padding, at position 0 only."""
+    model = Transformer(small_config(40, **MARIAN_START)).eval()
+    src = torch.tensor([[0, 5, 6, 3], [7, 8, 3, 0]])
+    tgt = torch.tensor([[0, 9, 0], [0, 4, 5]])
+    source_pads = src == 0
+    target_pads = (tgt == 0).index_fill(1, torch.tensor([0]), False)
+    assert torch.equal(model.padded(src), source_pads)
+    assert torch.equal(model.padded(tgt, target=True), target_pads)
+    assert torch.equal(model.padded(tgt, target=True, start=1), tgt == 0)
+    assert torch.equal(model.padding_allowed(src), ~source_pads[:, None, None, :])
+    assert torch.equal(model.encode(src)[1], ~source_pads[:, None, None, :])
+    unpadded = tgt[1:]  # only its start token is the pad id: nothing to mask at position 0, a pad from position 1
+    assert model.padding_allowed(unpadded, target=True) is None
+    assert torch.equal(model.padding_allowed(unpadded, target=True, start=1), ~(unpadded == 0)[:, None, None, :])
+    masks = model.attention_masks(src, tgt)
+    assert torch.equal(masks["encoder"].keys, ~source_pads) and masks["encoder"].causal is None
+    assert torch.equal(masks["cross"].keys, ~source_pads) and masks["cross"].causal is None
+    assert torch.equal(masks["decoder"].keys, ~target_pads)
+    assert torch.equal(masks["decoder"].causal, torch.ones(3, 3, dtype=torch.bool).tril())
+
+
+def test_attention_masks_are_built_on_the_device_of_the_ids():
+    """Tensors on the "meta" device stand in for an accelerator's: a mask left on the CPU could not be combined with
+    them."""
+    model = Transformer(small_config(40))
+    src, tgt = random_batch(40, pad=True)
+    masks = model.attention_masks(src.to("meta"), tgt.to("meta"))
+    for kind, mask in masks.items():
+        assert mask.keys.device.type == "meta", kind
+    assert masks["decoder"].causal.device.type == "meta"
+
+
+def test_a_full_pass_from_a_later_position_treats_a_pad_at_its_first_position_as_padding():
+    """Without a cache, tgt_ids at positions start.. (start > 0) hold no start token: a pad id first is a padded key,
+    so the later positions come out as if it were not there. One decoder layer: the padded query's own row, whose
+    every key is masked, is undefined and must not reach the other positions through a second layer's keys."""
+    torch.manual_seed(0)
+    model = Transformer(small_config(40, n_decoder_layers=1, **MARIAN_START)).eval()
+    src = torch.randint(4, 40, (2, 6))
+    tgt = torch.tensor([[0, 9, 11, 4], [0, 5, 6, 7]])
+    with torch.no_grad():
+        memory, src_allowed = model.encode(src)
+        with_pad = model.decode_states(tgt, memory, src_allowed, start=3)
+        without = model.decode_states(tgt[:, 1:], memory, src_allowed, start=4)
+    torch.testing.assert_close(with_pad[:, 1:], without)
+
+
+def test_the_decoder_stack_starts_at_position_zero_by_default():
+    torch.manual_seed(0)
+    model = Transformer(small_config(40)).eval()
+    src, tgt = random_batch(40, pad=False)
+    with torch.no_grad():
+        memory, src_allowed = model.encode(src)
+        logits = model.logits(model.decoder(tgt, memory, None, src_allowed))
+        torch.testing.assert_close(logits, model(src, tgt))
+
+
+def test_every_layer_norm_uses_the_configured_epsilon():
+    config = small_config(40, layer_norm_eps=1e-3, final_norm=True)
+    norms = [module for module in Transformer(config).modules() if isinstance(module, nn.LayerNorm)]
+    # two per encoder layer, three per decoder layer, one after each stack
+    assert len(norms) == 2 * config.n_encoder_layers + 3 * config.n_decoder_layers + 2
+    assert {norm.eps for norm in norms} == {1e-3}
+
+
+def test_unscaled_embeddings_apply_to_a_separate_target_embedding_too():
+    model = Transformer(small_config(40, scale_embedding=False))
+    assert model.decoder.embed is not model.encoder.embed
+    ids = torch.tensor([[4, 5, 6]])
+    torch.testing.assert_close(model.decoder.embed(ids), model.decoder.embed.embedding(ids))
+
+
+def test_a_learned_positional_encoding_starts_at_the_papers_sinusoids():
+    """reset_parameters draws every other matrix (Xavier) but leaves a learned encoding where 3.5 puts it."""
+    config = small_config(40, positional_encoding="learned")
+    model = Transformer(config)
+    for stack in (model.encoder, model.decoder):
+        assert isinstance(stack.positional.encoding, nn.Parameter)
+        assert torch.equal(stack.positional.encoding.detach(), sinusoidal_encoding(config.max_len, config.d_model))
+
+
+def test_final_logits_bias_is_added_in_the_logits_dtype_under_cpu_autocast():
+    """Under CPU autocast (--cpu-bf16) the output projection gives bf16 logits; the float32 bias is added in bf16,
+    so the logits stay bf16 rather than being promoted to float32."""
+    torch.manual_seed(0)
+    model = Transformer(small_config(40, final_logits_bias=True)).eval()
+    with torch.no_grad():
+        model.final_logits_bias.copy_(torch.randn(1, 40))
+        hidden = torch.randn(2, 3, model.config.d_model)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            logits = model.logits(hidden)
+            projected = model.generator(hidden)
+    assert projected.dtype == logits.dtype == torch.bfloat16
+    assert torch.equal(logits, projected + model.final_logits_bias.to(torch.bfloat16))
