@@ -332,7 +332,7 @@ def grad_attention(model: Transformer, source_ids: Sequence[int], target_ids: Se
             decoder_rows.append([weighted_heads(*found[self_name])[:, step] for self_name, _ in decoder_names])
     raw = np.array(rows)  # (steps, source pieces), non-negative
     totals = raw.sum(axis=-1, keepdims=True)
-    source = np.divide(raw, totals, out=np.zeros_like(raw), where=totals > 0)
+    source = raw / np.where(totals > 0, totals, 1.0)  # a row of zeros (nothing to share) stays zeros
     by_layer = (1, 2, 0, 3)  # (steps, layers, heads, keys) -> (layers, heads, steps, keys)
     return Attribution(
         "grad_attention",

@@ -4,8 +4,11 @@ The attribution figures are tested in tests/viz/test_attribution.py."""
 
 from __future__ import annotations
 
+import dataclasses
+import io
 import json
 import random
+import warnings
 
 import numpy as np
 import pytest
@@ -14,8 +17,12 @@ import torch
 from model import load_checkpoint
 from model.analysis.attribution import (
     ATTRIBUTION_METHODS,
+    NORMALISING_EPSILON,
+    ROLLOUT_RESIDUAL,
+    ZERO_CONTRIBUTION,
     Attribution,
     alti_plus,
+    attention_baseline,
     attention_rollout,
     attribute,
     attributions_from_npz,
@@ -23,6 +30,7 @@ from model.analysis.attribution import (
     attributions_npz,
     block_contributions,
     float64_model,
+    grad_attention,
     model_attribution,
     normalised,
     relevancy,
@@ -35,7 +43,7 @@ from model.trace import Trace
 from model.training.toy_tasks import TASKS, Lengths, generate_pairs
 from model.transformer import Transformer
 from model.translator import Translator
-from tests.helpers import BAD_INPUTS, HELD_OUT_SEED, REPO, expected_positions, small_config
+from tests.helpers import BAD_INPUTS, HELD_OUT_SEED, REPO, expected_positions, hand_trace, small_config
 
 SOURCE = [5, 9, 7, 11, 2]  # pieces and EOS (id 2), as a Trace's source_ids
 TARGET = [1, 8, 6, 10, 2]  # BOS, output, EOS
@@ -155,6 +163,74 @@ def test_rollout_mixes_each_encoder_layer_half_with_the_identity_and_composes_th
     np.testing.assert_allclose(found.layers["per_layer"], trace.attention_stack("cross").mean(axis=1), rtol=1e-6)
 
 
+def mixed_with_identity(attention: np.ndarray) -> np.ndarray:
+    """One rolled-out layer, written out: 0.5 mean-head attention + 0.5 I, each row divided by its sum."""
+    mixed = 0.5 * attention.mean(axis=0) + 0.5 * np.eye(attention.shape[-1])
+    return mixed / mixed.sum(axis=1)[:, None]
+
+
+def test_rollout_renormalises_rows_that_do_not_sum_to_one():
+    # (layers, heads, queries, keys) of positive scores whose rows do not sum to 1
+    stack = np.random.default_rng(6).uniform(0.1, 2.0, size=(2, 3, 4, 4))
+    first, second = mixed_with_identity(stack[0]), mixed_with_identity(stack[1])
+    np.testing.assert_allclose(attention_rollout(stack), [first, second @ first])
+    np.testing.assert_allclose(attention_rollout(stack).sum(axis=-1), 1.0)
+
+
+def test_rollout_computes_in_float64_from_float32_weights():
+    """A trace stores its attention in float32; the rollout averages the heads of those values in float64."""
+    stack = np.random.default_rng(7).dirichlet(np.ones(5), size=(2, 3, 5)).astype(np.float32)
+    wide = stack.astype(np.float64)
+    first, second = mixed_with_identity(wide[0]), mixed_with_identity(wide[1])
+    found = attention_rollout(stack)
+    assert found.dtype == np.float64
+    np.testing.assert_allclose(found, [first, second @ first], rtol=1e-14, atol=0)
+
+
+def test_rollout_refuses_attention_that_is_not_self_attention():
+    with pytest.raises(ValueError, match="rollout needs self-attention"):
+        attention_rollout(np.full((1, 2, 3, 4), 0.25))  # 3 queries, 4 keys: cross-attention
+
+
+def layered_trace(n_encoder: int, n_decoder: int, seed: int) -> Trace:
+    """A hand-made trace (5 source pieces, 3 output steps) with random 2-head attention in ``n_encoder`` encoder and
+    ``n_decoder`` decoder layers (5, 3 and 2 all differ, so a wrong axis shows)."""
+    rng = np.random.default_rng(seed)
+
+    def weights(queries: int, keys: int) -> np.ndarray:
+        return rng.dirichlet(np.ones(keys), size=(2, queries)).astype(np.float32)
+
+    attention = {module_name("encoder", layer): weights(5, 5) for layer in range(n_encoder)}
+    for layer in range(n_decoder):
+        attention[module_name("decoder", layer)] = weights(3, 3)
+        attention[module_name("cross", layer)] = weights(3, 5)
+    trace = hand_trace(["▁a", "▁b", "▁c", "▁d", "</s>"], ["<s>", "▁x", "▁y", "</s>"], "x y", seed)
+    return dataclasses.replace(trace, attention=attention)
+
+
+def test_attention_baseline_reads_the_last_decoder_layer_and_rolls_out_every_encoder_layer():
+    trace = layered_trace(n_encoder=3, n_decoder=3, seed=0)  # three layers: the last is neither the first nor [1]
+    found = attention_baseline(trace)
+    cross = [trace.attention[module_name("cross", layer)].astype(np.float64).mean(axis=0) for layer in range(3)]
+    first, second, third = (
+        mixed_with_identity(trace.attention[module_name("encoder", layer)].astype(np.float64)) for layer in range(3)
+    )
+    encoder_rollout = third @ second @ first  # after the last encoder layer
+    np.testing.assert_allclose(found.source, cross[2], rtol=1e-12)
+    np.testing.assert_allclose(found.layers["per_layer"], cross, rtol=1e-12)
+    np.testing.assert_allclose(found.layers["encoder_rollout"], encoder_rollout, rtol=1e-12)
+    np.testing.assert_allclose(found.layers["rollout"], cross[2] @ encoder_rollout, rtol=1e-12)
+    assert found.params == {"layer": 2, "rollout_residual": ROLLOUT_RESIDUAL}
+
+
+def test_attention_baseline_without_encoder_layers_passes_the_source_on_unmixed():
+    trace = layered_trace(n_encoder=0, n_decoder=2, seed=1)
+    found = attention_baseline(trace)
+    np.testing.assert_array_equal(found.layers["encoder_rollout"], np.eye(5))  # source pieces, not steps or heads
+    np.testing.assert_allclose(found.layers["rollout"], found.source, rtol=1e-12)
+    np.testing.assert_allclose(found.source, trace.attention[module_name("cross", 1)].mean(axis=0), rtol=1e-6)
+
+
 def test_value_norm_and_grad_attention_keep_every_decoder_layer(tiny_checkpoint):
     translator = load_checkpoint(tiny_checkpoint, device="cpu")
     trace = translator.trace("a man rides a blue bike.", beam_size=1)
@@ -228,6 +304,46 @@ def test_grad_attention_rows_are_non_negative_and_differ_from_attention(tiny_che
     np.testing.assert_allclose(found.source.sum(axis=1), 1.0, atol=1e-9)
     attention = attribute(translator, trace, "attention").source
     assert np.abs(found.source - attention).max() > 0.05  # the gradients reweigh the heads and layers
+
+
+def test_grad_attention_refuses_a_trace_without_an_output_step_and_records_its_epsilon():
+    model = one_head_model()
+    with pytest.raises(ValueError, match="^target_ids needs BOS and at least one more token$"):  # the whole message
+        grad_attention(model, SOURCE, TARGET[:1])
+    assert grad_attention(model, SOURCE, TARGET).params == {"epsilon": NORMALISING_EPSILON}
+
+
+def test_grad_attention_gives_zero_rows_where_no_gradient_reaches_the_cross_attention():
+    """With every cross-attention's value projection zero (W_V = 0, b_V = 0) the logits do not depend on the
+    cross-attention weights: their gradient is 0, so is every relevancy row, and a row of 0 is divided by nothing."""
+    model = one_head_model()
+    with torch.no_grad():
+        for layer in model.decoder.layers:
+            layer.cross_attn.v_proj.weight.zero_()
+            layer.cross_attn.v_proj.bias.zero_()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no 0/0, nor a division that leaves its output uninitialised
+        found = grad_attention(model, SOURCE, TARGET)
+    np.testing.assert_array_equal(found.layers["relevancy"], 0.0)
+    np.testing.assert_array_equal(found.source, 0.0)
+
+
+def test_grad_attention_refuses_a_model_without_attention_probes():
+    """A module that runs a Transformer inside has no probes of its own (they belong to the inner model): grad_attention
+    refuses it, as value_norm does, with the error model.capture gives for a model without probes."""
+
+    class Wrapped(torch.nn.Module):
+        def __init__(self, inner):
+            super().__init__()
+            self.inner, self.config = inner, inner.config
+
+        def forward(self, src, tgt):
+            return self.inner(src, tgt)
+
+    wrapped = Wrapped(one_head_model())
+    for method in (value_norm, grad_attention):
+        with pytest.raises(ValueError, match="no attached probes"):
+            method(wrapped, SOURCE, TARGET)
 
 
 # The issue asks for 90% from grad_attention and alti_plus on both tasks. Measured (40 held-out inputs each, every
@@ -376,6 +492,43 @@ def test_alti_plus_counts_a_score_below_the_tolerance_as_zero_and_says_the_row_f
     np.testing.assert_allclose(found.contributions[0], [0.0, 0.0, 0.0, 1.0])
 
 
+def test_alti_plus_a_score_of_exactly_the_tolerance_is_not_above_it():
+    """Scores count only above ZERO_CONTRIBUTION * ||y||_1; here a score lands on it exactly (float64 arithmetic
+    that is exact: ||y||_1 = 1e9, so the tolerance is 1.0, and 1e9 - 999,999,999 = 1.0)."""
+    size = 1e9
+    assert ZERO_CONTRIBUTION * size == 1.0
+    residual = torch.zeros(1, 1, dtype=torch.float64)  # scores 1e9 - 1e9 = 0
+    terms = torch.ones(1, 1, 1, dtype=torch.float64)  # ||y - 1||_1 = 999,999,999: the score is 1.0
+    bias = torch.tensor([size - 1.0], dtype=torch.float64)  # y = 1 + 0 + (1e9 - 1) = 1e9
+    found = block_contributions(residual, terms, bias, None, self_attention=False)
+    assert float(found.output[0, 0]) == size
+    assert float(found.strength[0]) == 0.0  # nothing above the tolerance: the row falls back to the residual
+    np.testing.assert_array_equal(found.contributions, [[0.0, 1.0]])
+
+
+def test_alti_plus_fallback_rows_hold_plain_zeros():
+    """A row that falls back is exactly the one-hot row of its own position, without negative zeros (which a saved
+    JSON would show as -0.0). An output of zero: nothing scores in any row."""
+    nothing = torch.zeros(2, 3, dtype=torch.float64)  # two queries, d_model 3
+    keeps_itself = {True: np.eye(2), False: [[0.0, 0.0, 1.0], [0.0, 0.0, 1.0]]}  # self: its own key; cross: residual
+    for self_attention, expected in keeps_itself.items():
+        terms = torch.zeros(2, 2, 3, dtype=torch.float64)  # two keys
+        found = block_contributions(nothing, terms, nothing[0], None, self_attention)
+        np.testing.assert_array_equal(found.contributions, expected)
+        assert not torch.signbit(found.contributions).any(), self_attention
+
+
+def test_block_contributions_compute_in_the_dtype_of_their_inputs():
+    """alti_plus runs a model in its own dtype when asked: a half-precision block stays in half precision."""
+    rng = torch.Generator().manual_seed(9)
+    for self_attention in (True, False):
+        residual = torch.randn(3, 4, generator=rng).to(torch.bfloat16)
+        terms = torch.randn(3, 3, 4, generator=rng).to(torch.bfloat16)
+        bias = torch.randn(4, generator=rng).to(torch.bfloat16)
+        found = block_contributions(residual, terms, bias, None, self_attention)
+        assert found.contributions.dtype == found.output.dtype == torch.bfloat16, self_attention
+
+
 def test_alti_plus_runs_in_float64_on_a_copy_and_agrees_with_float32_where_rows_are_clear():
     """Rows where something scores clearly (strength above 1e-3) agree between the precisions; the rows where
     nothing does are the method's fallback in both, counted in params."""
@@ -436,6 +589,78 @@ def test_attributions_save_with_the_trace_as_npz(tiny_checkpoint):
         assert back.params == original.params and list(back.layers) == list(original.layers)
         for name, value in original.layers.items():
             np.testing.assert_array_equal(back.layers[name], value)
+
+
+def hand_attribution() -> Attribution:
+    """An attribution with every field filled: a target side, a non-ASCII parameter, layers."""
+    source = np.array([[0.25, 0.5, 0.0], [0.125, 0.0, 0.375]])
+    target = np.array([[0.25, 0.0], [0.25, 0.25]])
+    params = {"note": "Aufmerksamkeit über alle Köpfe", "post_norm": True}
+    return Attribution("alti_plus", source, target, params, {"cross": np.array([[[0.5, 0.5], [1.0, 0.0]]])})
+
+
+def assert_same_attribution(back: Attribution, original: Attribution) -> None:
+    assert back.method == original.method and back.params == original.params
+    assert list(back.layers) == list(original.layers)
+    pairs = [(back.source, original.source), (back.target, original.target)]
+    for back_value, value in pairs + [(back.layers[name], value) for name, value in original.layers.items()]:
+        if value is None:
+            assert back_value is None
+        else:
+            assert back_value.dtype == np.float64
+            np.testing.assert_array_equal(back_value, value)
+
+
+def test_an_attribution_reads_back_from_json_with_every_field():
+    original = hand_attribution()
+    assert_same_attribution(Attribution.from_dict(json.loads(json.dumps(original.to_dict()))), original)
+    # JSON has no dtype: a file that writes whole numbers without a fraction (as JavaScript writes 1.0 and 0.0)
+    # still reads back as float64 arrays
+    whole = Attribution.from_dict(
+        {"method": "attention", "source": [[1, 0]], "target": [[0, 1]], "params": {}, "layers": {"cross": [[1, 0]]}}
+    )
+    assert whole.source.dtype == whole.target.dtype == whole.layers["cross"].dtype == np.float64
+
+
+def test_saved_attributions_keep_non_ascii_text_as_it_is():
+    """Both formats store text as itself (readable UTF-8), not as \\u escapes: the pieces' ▁, umlauts in params."""
+    trace = layered_trace(n_encoder=1, n_decoder=1, seed=3)
+    found = hand_attribution()
+    text = attributions_json(trace, [found])
+    assert "▁a" in text and "über alle Köpfe" in text and "\\u" not in text
+    with np.load(io.BytesIO(attributions_npz(trace, [found])), allow_pickle=False) as saved:
+        meta = str(saved["attribution_meta"])
+    assert "über alle Köpfe" in meta and "\\u" not in meta
+
+
+def test_attributions_npz_reads_back_from_a_path_with_each_method(tmp_path):
+    trace = layered_trace(n_encoder=1, n_decoder=1, seed=4)
+    original = [attention_baseline(trace), hand_attribution()]
+    path = tmp_path / "attributions.npz"
+    path.write_bytes(attributions_npz(trace, original))
+    for source in (path, str(path)):
+        restored = attributions_from_npz(source)
+        assert list(restored) == ["attention", "alti_plus"]
+        for found in original:
+            assert_same_attribution(restored[found.method], found)
+
+
+def test_npz_files_holding_pickled_objects_are_neither_read_nor_written():
+    """An object array is stored pickled, and unpickling can run code: attributions_from_npz refuses such a file, and
+    attributions_npz refuses a trace that would make one (Trace.from_npz could not read it back)."""
+    meta = {"attention": {"params": {}, "target": False, "layers": []}}
+    buffer = io.BytesIO()
+    np.savez(
+        buffer,
+        attribution_meta=np.array(json.dumps(meta)),
+        **{"attribution/attention/source": np.array([{"not": "numbers"}], dtype=object)},
+    )
+    with pytest.raises(ValueError, match="allow_pickle"):
+        attributions_from_npz(buffer.getvalue())
+    trace = layered_trace(n_encoder=1, n_decoder=1, seed=5)
+    odd = dataclasses.replace(trace, positional={"encoder": np.array([{"not": "numbers"}], dtype=object)})
+    with pytest.raises(ValueError, match="allow_pickle"):
+        attributions_npz(odd, [attention_baseline(trace)])
 
 
 def marian_style_translator(tokenizer) -> Translator:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from model.analysis.attribution import normalised, relevancy, weighted_attention
+from model.analysis.attribution import NORMALISING_EPSILON, normalised, relevancy, weighted_attention
 
 # --- the paper, step by step (for the random case; loops rather than the module's vectorised helpers) ---
 
@@ -89,6 +89,15 @@ def test_normalised_rows_of_r_minus_i_sum_to_one_and_zero_rows_stay_the_identity
     np.testing.assert_array_equal(bar[2], np.eye(5)[2])
     np.testing.assert_allclose(bar - np.eye(5), extra / np.maximum(extra.sum(axis=1, keepdims=True), 1e-300))
     np.testing.assert_array_equal(normalised(np.eye(4)), np.eye(4))
+
+
+def test_normalised_floors_only_row_sums_smaller_than_the_epsilon():
+    """A row of R − I summing to exactly ±NORMALISING_EPSILON is not below the floor: it is divided by its own sum,
+    so its R − I part sums to 1 (the floor, +ε, would turn the −ε row's sign)."""
+    for total in (NORMALISING_EPSILON, -NORMALISING_EPSILON):
+        relevance = np.eye(2)
+        relevance[0, 1] = total  # R − I = [[0, total], [0, 0]]
+        np.testing.assert_array_equal(normalised(relevance), [[1.0, 1.0], [0.0, 1.0]])
 
 
 # --- Ā: the positive part per head, then the mean ---
