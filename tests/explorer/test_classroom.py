@@ -8,6 +8,7 @@ tests/viz/test_classroom.py; finding the snapshots: tests/model/test_checkpoint.
 
 from __future__ import annotations
 
+import json
 import re
 from functools import partial
 from pathlib import Path
@@ -18,6 +19,7 @@ from streamlit.runtime.scriptrunner_utils.script_requests import RerunData
 from streamlit.testing.v1 import AppTest, local_script_runner
 
 import viz
+from explorer.components.assistive import plain
 from explorer.copy import escape_markdown, no_snapshots
 from explorer.sidebar import PRESENTER_CSS
 from explorer.state import SETTINGS_BY_KEY, url_text
@@ -373,6 +375,11 @@ def test_quiz_hides_the_answer_then_reveals_and_scores(app, classroom_checkpoint
     assert_ok(app)
     assert score_line(app).startswith("**Score: 1 of 2** · where it looks 1/1 · what it writes 0/1")
     assert len(app.success) == 1 and len(app.error) == 1
+    assert app.error[0].value.startswith("Wrong: ")  # said in words, not by the red alone
+    assert announced(app) == {
+        "translation": "Translation hidden during the quiz.",
+        "quiz": f"{plain(app.success[0].value)} {plain(app.error[0].value)}",  # what a screen reader hears
+    }
     assert chart_titles(app) == [f"Where it looked, layer {last_layer}", "What it could write"]
     app.button(key="quiz_next").click().run()
     assert app.query_params["step"] == "1" and app.query_params["view"] == "quiz"
@@ -386,6 +393,14 @@ def test_quiz_hides_the_answer_then_reveals_and_scores(app, classroom_checkpoint
     app.button(key="quiz_restart").click().run()
     assert step_heading(app).startswith("**Step 1 of") and "step" not in app.query_params
     assert app.pills(key="quiz_where_0").value is None and app.pills(key="quiz_what_0").value is None
+
+
+def announced(app: AppTest) -> dict[str, str]:
+    """What the page's live regions hold after this run, by name (explorer.components.assistive.announce)."""
+    found = [
+        element.proto for element in app.get("bidi_component") if element.proto.component_name.endswith("announcer")
+    ]
+    return {data["name"]: data["text"] for data in (json.loads(proto.json) for proto in found)}
 
 
 def score_line(app: AppTest) -> str:
