@@ -156,6 +156,13 @@ def translation_section(ctx: PageContext, hide_output: bool) -> None:
         )
         st.warning(truncated)
         spoken.append(truncated)
+    if trace.settings.get("cut_off"):
+        cut_off = (
+            f"The translation was cut off: it reached the limit of {trace.n_steps} output tokens before the model "
+            "ended it. Raise *Max output tokens* in the sidebar to let it finish."
+        )
+        st.warning(cut_off, icon=":material/content_cut:")
+        spoken.append(assistive.plain(cut_off.replace("*", "")))
     calibration = ctx.card.domain_section.calibration
     reasons = unlike_training(domain_signals(trace), calibration) if calibration is not None else []
     if reasons and trace.settings["mode"] != "forced":

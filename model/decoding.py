@@ -386,7 +386,8 @@ class ForcedPass:
 
 @torch.inference_mode()
 def forced_pass(model: Transformer, source: EncodedSource, tgt_ids: list[int]) -> ForcedPass:
-    """Run the decoder over one encoded sentence, fed ``tgt_ids[:-1]`` (BOS first), under capture.
+    """Run the decoder over one encoded sentence, fed ``tgt_ids[:-1]`` (BOS first), under capture. Its
+    probabilities are those decoding chooses from: the tokens that can never be generated have probability 0.
 
     Because decoder self-attention is causal, row t of every attention matrix equals what
     step t of incremental decoding computes, so a whole decoding trace costs one decoder pass
@@ -397,7 +398,7 @@ def forced_pass(model: Transformer, source: EncodedSource, tgt_ids: list[int]) -
     with capture_attention(model) as capture:
         logits = model.decode(tgt, memory, src_allowed)  # (1, T, V)
     return ForcedPass(
-        probs=logits[0].float().softmax(dim=-1).cpu(),
+        probs=next_token_log_probs(model, logits[0]).exp().cpu(),  # what decoding chooses from: no <pad>, no BOS
         attention=source.attention | {name: value[0] for name, value in capture.attention.items()},
         positional=source.positional | dict(capture.positional),
         embedding_norms={

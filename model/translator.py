@@ -351,6 +351,8 @@ class Translator:
                 **requested,
                 "truncated": source.truncated,
                 "source_pieces_before_truncation": source.original_length,
+                # decoding reached its output limit before the model wrote EOS: the translation may be unfinished
+                "cut_off": mode != "forced" and target_ids[-1] != config.eos_id,
             },
             model_info={
                 "checkpoint": self.name,

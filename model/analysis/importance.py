@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from model.analysis.ablation import HeadMeans, ablate_heads_by_row, check_ablation, mean_head_outputs
-from model.decoding import DEFAULT_BEAM_SIZE
+from model.decoding import DEFAULT_BEAM_SIZE, next_token_log_probs
 from model.heads import ATTENTION_KINDS, HeadRef, all_heads, layer_count
 from model.transformer import Transformer
 from model.translator import DEFAULT_BATCH_SIZE
@@ -82,7 +82,7 @@ def _row_log_probs(
     count = len(rows)
     with ablate_heads_by_row(model, rows, mode, means):
         logits = model(src.expand(count, -1), decoder_input.expand(count, -1))  # (N, T, V)
-    log_probs = logits.float().log_softmax(dim=-1)
+    log_probs = next_token_log_probs(model, logits)
     return log_probs.gather(-1, gold.expand(count, -1)[..., None])[..., 0].sum(dim=-1).cpu()  # (N,)
 
 
@@ -106,7 +106,7 @@ def head_importance(
     cost one teacher-forced pass of ``batch_size`` rows at most (more rows are split into
     passes; on a GPU out-of-memory error the passes are halved, and at one row the whole
     computation moves to the CPU with a notice). Token
-    probabilities are the plain softmax of the logits, as ``Trace.step_probs``.
+    probabilities are those decoding chooses from (never-generated tokens masked), as ``Trace.step_probs``.
     """
     config = translator.config
     if batch_size < 1:

@@ -320,6 +320,23 @@ def test_teacher_forcing_shows_the_typed_target(app):
     assert probabilities["layout"]["xaxis"]["ticktext"][-1] == display_labels(["</s>"])[0]
 
 
+def cut_off_notices(app: AppTest) -> list[str]:
+    return [warning.value for warning in app.warning if "was cut off" in warning.value]
+
+
+def test_a_translation_stopped_by_the_limit_says_so_and_a_typed_target_does_not(app):
+    [notice] = cut_off_notices(app)  # the tiny random model never writes </s>: every output is cut off
+    assert notice.startswith("The translation was cut off: it reached the limit of ")
+    app.number_input(key="max_len").set_value(3).run()
+    assert cut_off_notices(app) == [
+        "The translation was cut off: it reached the limit of 3 output tokens before the model ended it. "
+        "Raise *Max output tokens* in the sidebar to let it finish."
+    ]
+    app.toggle(key="teacher_forcing").set_value(True).run()
+    app.text_input(key="target").input("two dogs").run()
+    assert cut_off_notices(app) == []
+
+
 def test_stepping_and_switching_views_never_run_the_model_again(app, monkeypatch):
     runs = []
     original = Translator.trace

@@ -220,7 +220,7 @@ def test_head_statistics_over_an_uploaded_file(new_app, translator):
     many = [f"the dog {word} in the park." for word in ("runs", "sits", "walks", "plays") * (cap // 4 + 1)]
     app.file_uploader(key="stats_file").set_value(("many.txt", "\n".join(many).encode(), "text/plain")).run()
     assert_ok(app)
-    assert [warning.value for warning in app.warning] == [file_cap_notice(len(many), cap)]
+    assert file_cap_notice(len(many), cap) in [warning.value for warning in app.warning]
     assert chart_titled(app, f"Entropy (bits) – mean over {cap} sentences")
     app.file_uploader(key="stats_file").set_value(("blank.txt", b"\n \n", "text/plain")).run()
     assert_ok(app)

@@ -376,10 +376,9 @@ def test_quiz_hides_the_answer_then_reveals_and_scores(app, classroom_checkpoint
     assert score_line(app).startswith("**Score: 1 of 2** · where it looks 1/1 · what it writes 0/1")
     assert len(app.success) == 1 and len(app.error) == 1
     assert app.error[0].value.startswith("Wrong: ")  # said in words, not by the red alone
-    assert announced(app) == {
-        "translation": "Translation hidden during the quiz.",
-        "quiz": f"{plain(app.success[0].value)} {plain(app.error[0].value)}",  # what a screen reader hears
-    }
+    spoken = announced(app)
+    assert spoken["translation"].startswith("Translation hidden during the quiz.")  # then the tiny model's cut-off
+    assert spoken["quiz"] == f"{plain(app.success[0].value)} {plain(app.error[0].value)}"  # what a reader hears
     assert chart_titles(app) == [f"Where it looked, layer {last_layer}", "What it could write"]
     app.button(key="quiz_next").click().run()
     assert app.query_params["step"] == "1" and app.query_params["view"] == "quiz"

@@ -119,7 +119,7 @@ def test_trace_rows_equal_incremental_decoding_steps(tiny_checkpoint):
             token = torch.tensor([[trace.target_ids[step]]])
             with capture_attention(model) as capture:
                 logits = model.decode(token, memory, src_allowed, cache=cache, start=step)
-            probs = logits[0, -1].softmax(-1)
+            probs = next_token_log_probs(model, logits[0, -1]).exp()  # what decoding chose from
             assert trace.topk_probs[step, 0] == pytest.approx(float(probs.max()), abs=1e-5)
             for name in ("decoder.layers.1.self_attn", "decoder.layers.0.cross_attn"):
                 row = capture.attention[name][0, :, 0].numpy()

@@ -208,7 +208,8 @@ def test_compare_ablation_scores_the_original_tokens_with_the_heads_removed(tran
     assert forced.target_ids == original.target_ids
     with torch.no_grad(), ablate_heads(translator.model, heads):
         logits = translator.model(torch.tensor([original.source_ids]), torch.tensor([original.target_ids[:-1]]))
-    by_hand = logits[0].softmax(dim=-1).gather(1, torch.tensor(original.target_ids[1:])[:, None])[:, 0]
+    probs = next_token_log_probs(translator.model, logits[0]).exp()  # what decoding chooses from
+    by_hand = probs.gather(1, torch.tensor(original.target_ids[1:])[:, None])[:, 0]
     np.testing.assert_allclose(forced.step_probs, by_hand.numpy(), rtol=0, atol=1e-6)
     np.testing.assert_allclose(comparison.probability_change, forced.step_probs - original.step_probs)
     expected_drop = np.log(original.step_probs.astype(np.float64)).sum() - np.log(by_hand.double().numpy()).sum()

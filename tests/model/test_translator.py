@@ -87,6 +87,7 @@ def test_trace_records_mode_beam_size_limits_and_the_model(toy):
         "prefix_ids": [],
         "truncated": False,
         "source_pieces_before_truncation": 5,
+        "cut_off": False,
     }
     beam = toy.trace("a b c d e", beam_size=2, max_len=8, top_k=3)
     assert beam.translation == "e d c b a"
@@ -117,6 +118,38 @@ def test_max_len_bounds_the_output_and_without_it_the_default_limit_does(toy, tr
     room = translator.config.max_tokens
     prefixed = translator.trace(SENTENCE, beam_size=1, max_len=20, prefix_ids=[10] * (room - 5))
     assert prefixed.n_steps == room  # a prefix and max_len together stay within the model's positions
+
+
+def test_a_translation_that_reached_its_limit_before_eos_is_marked_cut_off(toy, translator):
+    assert toy.trace("a b c", beam_size=1, max_len=1).settings["cut_off"]  # "c" and no room left for EOS
+    assert not toy.trace("a b c", beam_size=2, max_len=4).settings["cut_off"]  # "c b a" then EOS
+    for beam_size in (1, 3):  # the tiny model never writes EOS by itself
+        assert translator.trace(SENTENCE, beam_size=beam_size).settings["cut_off"]
+    forced = translator.trace(SENTENCE, target_ids=[10, 11])  # a typed target is the user's, not cut off
+    assert not forced.settings["cut_off"]
+
+
+def test_shown_probabilities_never_offer_a_token_the_decoder_cannot_write(translator):
+    """However likely the model makes <pad> and BOS, the trace's probabilities (the views' top-k lists, each step's
+    probability) are those decoding chooses from: both at 0, the rest summing to 1."""
+    model = copy.deepcopy(translator.model)
+    never = model.config.never_generated
+
+    def favour_never_generated(module, inputs, logits):
+        logits = logits.clone()
+        logits[..., never] += 50.0
+        return logits
+
+    model.generator.register_forward_hook(favour_never_generated)
+    tempted = Translator(model, translator.tokenizer, torch.device("cpu"), name="tempted")
+    vocabulary = model.config.tgt_vocab_size
+    trace = tempted.trace(SENTENCE, beam_size=1, max_len=4, top_k=vocabulary)
+    assert set(trace.target_ids[1:]).isdisjoint(never)  # decoding itself never took them
+    every = dict(zip(trace.topk_ids[0].tolist(), trace.topk_probs[0].tolist(), strict=True))
+    assert [every[token] for token in never] == [0.0] * len(never)
+    np.testing.assert_allclose(trace.topk_probs.sum(axis=1), 1.0, rtol=1e-5)
+    shown = tempted.trace(SENTENCE, beam_size=1, max_len=4)  # the default top-k a view shows
+    assert set(shown.topk_ids.ravel().tolist()).isdisjoint(never)
 
 
 def test_beam_size_one_is_greedy_decoding():
