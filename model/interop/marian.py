@@ -26,6 +26,7 @@ import torch
 
 from model.checkpoint import PICKLE_SUFFIXES, CheckpointError, read_json, save_checkpoint
 from model.config import TransformerConfig
+from model.layers import sinusoidal_encoding
 from model.tokenizer import MARIAN_FILES, Tokenizer
 from model.transformer import Transformer
 
@@ -78,7 +79,19 @@ EMBEDDING_KEYS = (
     "model.decoder.embed_tokens.weight",
     "lm_head.weight",
 )
-IGNORED_KEYS = ("model.encoder.embed_positions.weight", "model.decoder.embed_positions.weight")
+# Stored by older transformers versions; Marian computes them, so they are compared with our table, not loaded.
+POSITION_KEYS = ("model.encoder.embed_positions.weight", "model.decoder.embed_positions.weight")
+POSITION_TOLERANCE = 1e-4  # float32 sines computed two ways (and fp16-saved tables) differ by less
+REQUIRED_KEYS = (
+    "vocab_size",
+    "d_model",
+    "encoder_layers",
+    "decoder_layers",
+    "encoder_attention_heads",
+    "decoder_attention_heads",
+    "encoder_ffn_dim",
+    "decoder_ffn_dim",
+)
 
 
 def marian_config(hf: dict[str, Any], tokenizer: Tokenizer, path: Path) -> TransformerConfig:
@@ -93,6 +106,9 @@ def marian_config(hf: dict[str, Any], tokenizer: Tokenizer, path: Path) -> Trans
     def refuse(reason: str) -> CheckpointError:
         return CheckpointError(f"{path}: {reason}; this importer supports the OPUS-MT layout only")
 
+    missing = [key for key in REQUIRED_KEYS if hf.get(key) is None]
+    if missing:
+        raise CheckpointError(f"{path}: no {', '.join(missing)}: a MarianConfig names every one of them")
     if not hf.get("share_encoder_decoder_embeddings", True) or tokenizer.vocab is None:
         raise refuse("separate source and target vocabularies (share_encoder_decoder_embeddings false)")
     vocab_size = int(hf["vocab_size"])
@@ -192,7 +208,8 @@ def marian_state(tensors: dict[str, torch.Tensor], config: TransformerConfig) ->
         ("encoder", config.n_encoder_layers, ENCODER_LAYER_NAMES),
         ("decoder", config.n_decoder_layers, DECODER_LAYER_NAMES),
     )
-    used = set(embeddings) | {"final_logits_bias"} | set(IGNORED_KEYS)
+    check_positions(tensors, config)
+    used = set(embeddings) | {"final_logits_bias"} | set(POSITION_KEYS)
     for stack, layers, names in stacks:
         for index in range(layers):
             for theirs, ours in names.items():
@@ -207,6 +224,24 @@ def marian_state(tensors: dict[str, torch.Tensor], config: TransformerConfig) ->
         shown = ", ".join(unexpected[:5]) + (" ..." if len(unexpected) > 5 else "")
         raise CheckpointError(f"tensors this importer does not know (another layout?): {shown}")
     return state
+
+
+def check_positions(tensors: dict[str, torch.Tensor], config: TransformerConfig) -> None:
+    """A stored positional table must be the one we compute (Marian's sines, then cosines): refuse any other, which
+    this model would silently not use."""
+    expected = sinusoidal_encoding(config.max_len, config.d_model, layout="marian")
+    for key in POSITION_KEYS:
+        if key not in tensors:
+            continue
+        stored = tensors[key].float()
+        if stored.shape != expected.shape:
+            raise CheckpointError(f"{key}: shape {tuple(stored.shape)}, but the config gives {tuple(expected.shape)}")
+        worst = float((stored - expected).abs().max())
+        if worst > POSITION_TOLERANCE:
+            raise CheckpointError(
+                f"{key} differs from the sinusoidal table this model computes (largest difference {worst:.3g}): "
+                "learned or differently laid out positions are not supported"
+            )
 
 
 def load_into(model: Transformer, state: dict[str, torch.Tensor]) -> None:

@@ -230,3 +230,43 @@ def test_sharded_safetensors_import_the_same_weights(marian, tmp_path):
     expected = load_checkpoint(out, "cpu").model.state_dict()
     assert imported.keys() == expected.keys()
     assert all(torch.equal(imported[key], expected[key]) for key in expected)
+
+
+@pytest.mark.parametrize("key", ["vocab_size", "d_model", "decoder_layers", "encoder_ffn_dim"])
+def test_a_config_without_a_needed_key_is_refused_by_name(marian, tmp_path, key):
+    folder = copy_source(marian[2], tmp_path)
+    config = json.loads((folder / "config.json").read_text())
+    del config[key]
+    (folder / "config.json").write_text(json.dumps(config))
+    with pytest.raises(CheckpointError, match=rf"config\.json: no {key}: a MarianConfig names every one of them"):
+        import_marian(folder, tmp_path / "out")
+
+
+def with_stored_positions(folder: Path, table: torch.Tensor) -> None:
+    """Add the positional tables older transformers versions saved to the folder's weights file."""
+    from safetensors.torch import load_file, save_file
+
+    path = folder / "model.safetensors"
+    tensors = load_file(path)
+    for stack in ("encoder", "decoder"):
+        tensors[f"model.{stack}.embed_positions.weight"] = table.clone()
+    save_file(tensors, path, metadata={"format": "pt"})
+
+
+def test_a_stored_positional_table_is_checked_against_the_computed_one(marian, tmp_path):
+    hf_model = marian[0]
+    hugging_faces = hf_model.model.encoder.embed_positions.weight.detach().float()  # what transformers computes
+    folder = copy_source(marian[2], tmp_path)
+    with_stored_positions(folder, hugging_faces)
+    imported = load_checkpoint(import_marian(folder, tmp_path / "same"), "cpu").model.state_dict()
+    expected = load_checkpoint(marian[3], "cpu").model.state_dict()
+    assert all(torch.equal(imported[key], expected[key]) for key in expected)  # accepted, and nothing else changes
+
+    learned = hugging_faces.clone()
+    learned[3, 0] += 0.01  # a table that is not the sinusoids (e.g. learned positions)
+    with_stored_positions(folder, learned)
+    with pytest.raises(CheckpointError, match=r"model\.safetensors: model\.encoder\.embed_positions\.weight differs"):
+        import_marian(folder, tmp_path / "learned")
+    with_stored_positions(folder, hugging_faces[:10])
+    with pytest.raises(CheckpointError, match=r"embed_positions\.weight: shape \(10, 32\), but the config gives"):
+        import_marian(folder, tmp_path / "short")
