@@ -143,6 +143,9 @@ def marian_config(hf: dict[str, Any], tokenizer: Tokenizer, path: Path) -> Trans
             n_decoder_layers=int(hf["decoder_layers"]),
             d_ff=int(hf["encoder_ffn_dim"]),
             dropout=float(hf.get("dropout", 0.1)),
+            # MarianConfig's own defaults: no dropout on attention weights or inside the feed-forward network
+            attention_dropout=float(hf.get("attention_dropout", 0.0)),
+            activation_dropout=float(hf.get("activation_dropout", 0.0)),
             activation=activation,
             norm_first=False,
             final_norm=False,

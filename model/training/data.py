@@ -43,14 +43,15 @@ class Example:
 def encode_examples(
     pairs: list[tuple[str, str]], tokenizer: Tokenizer, config: TransformerConfig, sampling: float = 0.0
 ) -> list[Example]:
-    """Pieces + EOS on the source, BOS + pieces + EOS on the target; over-long pairs are dropped.
+    """Pieces + EOS on the source, the start token (BOS, or MarianMT's <pad>) + pieces + EOS on the target; over-long
+    pairs are dropped.
 
     ``sampling`` > 0 draws each side's segmentation (``Tokenizer.encode``) instead of taking the best one.
     """
     examples = []
     for source, target in pairs:
         src = tokenizer.encode(source, "source", sampling) + [config.eos_id]
-        tgt = [config.bos_id] + tokenizer.encode(target, "target", sampling) + [config.eos_id]
+        tgt = [config.start_id] + tokenizer.encode(target, "target", sampling) + [config.eos_id]
         if 1 < len(src) <= config.max_len and 2 < len(tgt) <= config.max_len:
             examples.append(Example(src, tgt))
     return examples

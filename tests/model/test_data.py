@@ -79,6 +79,10 @@ def test_encoded_examples_end_the_source_with_eos_and_frame_the_target_with_bos_
         assert example.src == toy_tokenizer.encode(source, "source") + [config.eos_id]
         assert example.tgt == [config.bos_id] + toy_tokenizer.encode(target, "target") + [config.eos_id]
         assert config.bos_id not in example.src and example.tgt.count(config.eos_id) == 1
+    # MarianMT has no BOS: its decoder starts from <pad>, and so does every target it is fine-tuned on
+    marian = small_config(toy_tokenizer.vocab_size("source"), max_len=12, bos_id=None, decoder_start_id=0)
+    for example in encode_examples(pairs, toy_tokenizer, marian):
+        assert example.tgt[0] == marian.start_id == 0
 
 
 def test_a_missing_split_file_or_unaligned_files_are_refused_with_what_is_wrong(tmp_path):

@@ -270,3 +270,37 @@ def test_a_stored_positional_table_is_checked_against_the_computed_one(marian, t
     with_stored_positions(folder, hugging_faces[:10])
     with pytest.raises(CheckpointError, match=r"embed_positions\.weight: shape \(10, 32\), but the config gives"):
         import_marian(folder, tmp_path / "short")
+
+
+def test_every_dropout_of_the_config_is_mapped(marian, tmp_path):
+    folder = copy_source(marian[2], tmp_path)
+    config = json.loads((folder / "config.json").read_text())
+    config.update(dropout=0.1, attention_dropout=0.05, activation_dropout=0.2)
+    (folder / "config.json").write_text(json.dumps(config))
+    imported = load_checkpoint(import_marian(folder, tmp_path / "out"), "cpu").config
+    assert (imported.dropout, imported.attention_dropout_p, imported.activation_dropout_p) == (0.1, 0.05, 0.2)
+
+
+def test_init_from_an_imported_model_fine_tunes_it_and_its_loss_falls(marian, tmp_path):
+    """model.train --init-from an imported folder: targets start with Marian's start token (<pad>; it has no BOS),
+    and a few epochs on a small English -> German corpus lower the loss from where the imported model starts."""
+    from model.train import main as train_main
+    from tests.helpers import toy_sentences
+
+    data = tmp_path / "data"
+    data.mkdir()
+    sentences = toy_sentences(400, seed=7)
+    for split, part in (("train", sentences[:360]), ("val", sentences[360:])):
+        (data / f"{split}.en").write_text("".join(s + "\n" for s in part), encoding="utf-8")
+        (data / f"{split}.de").write_text("".join(german(s) + "\n" for s in part), encoding="utf-8")
+    out = tmp_path / "run"
+    options = ["--data", str(data), "--out", str(out), "--init-from", str(marian[3]), "--src-lang", "en"]
+    options += ["--tgt-lang", "de", "--epochs", "3", "--max-tokens", "400", "--lr", "1e-3", "--warmup", "10"]
+    options += ["--device", "cpu", "--threads", "1", "--valid-bleu-limit", "10", "--snapshot-steps", "0", "--quiet"]
+    train_main(options)
+    metrics = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    losses = [epoch["valid_loss"] for epoch in metrics]
+    assert losses == sorted(losses, reverse=True) and losses[-1] < losses[0]
+    tuned = load_checkpoint(out / "final", "cpu")
+    assert tuned.config.bos_id is None and tuned.config.start_id == tuned.config.pad_id  # still a Marian model
+    assert read_card(out / "final").history[-1].init_from == str(marian[3])
