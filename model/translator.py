@@ -66,6 +66,13 @@ class Translator:
     def config(self):
         return self.model.config
 
+    @property
+    def authors_limit(self) -> int | None:
+        """Output tokens an imported model's authors allow by default (their generation settings' ``max_length``,
+        which counts the start token), or None for a model trained here (its default is ``default_max_len``)."""
+        length = (self.card.extra.get("generation_defaults") or {}).get("max_length")
+        return int(length) - 1 if length else None
+
     def source_ids(self, text: str) -> SourceIds:
         pieces = self.tokenizer.encode(clean_text(text), "source")
         limit = self.config.max_tokens  # keep room for EOS
@@ -108,6 +115,8 @@ class Translator:
         encoded: Encoded | None = None,
         alpha: float = DEFAULT_ALPHA,
     ) -> list[list[int]]:
+        if max_len is None and self.authors_limit is not None:
+            max_len = min(self.authors_limit, self.config.max_tokens - len(prefix or []))
         width = max(len(ids) for ids in sources)
         src = torch.full((len(sources), width), self.config.pad_id, dtype=torch.long)
         for row, ids in enumerate(sources):
@@ -294,9 +303,11 @@ class Translator:
         return trace
 
     def _output_limit(self, model: Transformer, source_length: int, max_len: int | None, prefix: list[int]) -> int:
-        """Tokens decoding may add after the prefix: ``max_len`` (None: the default), within the model's positions."""
-        limit = default_max_len(model, source_length, len(prefix)) if max_len is None else max_len
-        return min(limit, self.config.max_tokens - len(prefix))
+        """Tokens decoding may add after the prefix: ``max_len`` (None: the model authors' limit, else the default),
+        within the model's positions."""
+        if max_len is None:
+            max_len = self.authors_limit or default_max_len(model, source_length, len(prefix))
+        return min(max_len, self.config.max_tokens - len(prefix))
 
     def _trace_on(
         self,

@@ -9,6 +9,7 @@ model on the page: tests/explorer/test_marian.py.
 
 from __future__ import annotations
 
+import copy
 import json
 import pickle
 import shutil
@@ -304,3 +305,34 @@ def test_init_from_an_imported_model_fine_tunes_it_and_its_loss_falls(marian, tm
     tuned = load_checkpoint(out / "final", "cpu")
     assert tuned.config.bos_id is None and tuned.config.start_id == tuned.config.pad_id  # still a Marian model
     assert read_card(out / "final").history[-1].init_from == str(marian[3])
+
+
+def test_an_imported_model_decodes_up_to_its_authors_max_length_not_our_default(marian):
+    """OPUS-MT allows max_length 512 (the start token included): a translation out of a language with few pieces
+    per word must not stop at our 1.5 x source + 10. A model that never writes </s> shows the limit."""
+    from model.decoding import default_max_len
+    from model.translator import Translator
+
+    imported = load_checkpoint(marian[3], "cpu")
+    model = copy.deepcopy(imported.model)
+    eos = model.config.eos_id
+
+    def never_end(module, inputs, logits):
+        logits = logits.clone()
+        logits[..., eos] = -1e9
+        return logits
+
+    model.generator.register_forward_hook(never_end)
+    endless = Translator(model, imported.tokenizer, torch.device("cpu"), name="endless", card=imported.card)
+    source = "a dog."
+    positions = model.config.max_tokens  # the tiny model's 63 positions are fewer than OPUS-MT's 511
+    assert imported.authors_limit == 511
+    short = default_max_len(model, len(imported.source_ids(source).ids))
+    assert short < positions
+    for beam_size in (1, 2):
+        trace = endless.trace(source, beam_size=beam_size)
+        assert trace.n_steps == positions and trace.settings["cut_off"]
+    assert len(endless.tokenizer.encode(endless.translate(source, beam_size=1), "target")) >= positions - 1
+    assert endless.trace(source, beam_size=1, max_len=5).n_steps == 5  # the user's limit still wins
+    ours = Translator(model, imported.tokenizer, torch.device("cpu"), name="ours")  # no authors' settings
+    assert ours.authors_limit is None and ours.trace(source, beam_size=1).n_steps == short
