@@ -197,7 +197,16 @@ CAVEAT = (
     "path also carry information, and different attention patterns can lead to the same output."
 )
 
+NO_TARGET_LANGUAGE = (
+    "This model translates into several languages and this sentence does not say which: pick a *Target language* "
+    "in the sidebar (or start the sentence with a code such as >>fr<<). Without one the model guesses."
+)
 EXPLANATIONS: dict[str, str] = {
+    "target_language": (
+        "This model translates into several languages and reads which one from a code in front of the sentence, "
+        "such as >>fr<< for French. The code picked here is put in front of your sentence (you see it as the first "
+        "source piece); a sentence that starts with its own code keeps it."
+    ),
     "encoder": (
         "**Encoder self-attention.** Every source token builds its new representation as a weighted "
         "average of all source tokens. Row = the token that is updated (query), column = the token "

@@ -14,6 +14,7 @@ from explorer.copy import (
     CAVEAT,
     EXPLANATIONS,
     LANGUAGE_NAMES,
+    NO_TARGET_LANGUAGE,
     card_examples,
     domain_name,
     escape_markdown,
@@ -21,13 +22,20 @@ from explorer.copy import (
     rare_words_line,
     unlike_training_notice,
 )
-from explorer.sidebar import checkpoint_picker, presenter_toggle, settings_controls
+from explorer.sidebar import (
+    checkpoint_picker,
+    language_codes,
+    presenter_toggle,
+    settings_controls,
+    target_language_picker,
+)
 from explorer.state import bind, presenting
 from explorer.widgets import show_figure
 from model.analysis.domain import domain_signals, unlike_training
 from model.card import Card
 from model.checkpoint import CheckpointEntry
 from model.heads import parse_module_name
+from model.tokenizer import split_language_code, with_language_code
 from model.translator import Translator
 from viz.export import lesson_html
 
@@ -122,6 +130,7 @@ def open_page() -> PageContext | None:
     assistive.skip_link()
     controls = presenter_toggle()
     entry, model_key, translator = checkpoint_picker()
+    language_code = target_language_picker(translator)
     fit_sentence(translator)
     decoding, display = settings_controls(translator.config.max_len)
     with st.sidebar:
@@ -131,6 +140,9 @@ def open_page() -> PageContext | None:
         st.session_state.translation = ""
         st.info("Type a sentence in the box above (or pick an example) to see its translation and attention.")
         return None
+    if language_codes(translator) and not (language_code or split_language_code(text.lstrip())[0]):
+        st.warning(NO_TARGET_LANGUAGE)
+    text = with_language_code(text, language_code)
     trace_key = TraceKey(model_key, text, decoding.beam_size, decoding.max_len, target)
     trace = compute_trace(trace_key)
     if st.session_state.teacher_forcing and target is None:

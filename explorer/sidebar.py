@@ -11,7 +11,7 @@ from streamlit.delta_generator import DeltaGenerator
 from explorer import views
 from explorer.compute import ModelKey, checkpoints_dir, folder_stamp, list_checkpoints, load_translator
 from explorer.context import Display
-from explorer.copy import DEVICE_NAMES, EXPLANATIONS, describe_card, escape_markdown
+from explorer.copy import DEVICE_NAMES, EXPLANATIONS, LANGUAGE_NAMES, describe_card, escape_markdown
 from explorer.state import BEAM_SIZES, DEVICES, DISPLAY_TOGGLES, SEARCHES, bind, presenting
 from model.checkpoint import CheckpointEntry, read_card
 from model.translator import Translator
@@ -135,6 +135,35 @@ def checkpoint_picker() -> tuple[CheckpointEntry, ModelKey, Translator]:
     for notice in translator.notices:
         st.sidebar.warning(notice)
     return entry, model_key, translator
+
+
+NO_LANGUAGE_CODE = ""  # the target-language picker's "none": the sentence goes to the model as typed
+
+
+def language_codes(translator: Translator) -> list[str]:
+    """A multi-target model's target-language codes: its card's, or its vocabulary's for a folder imported before
+    cards listed them; empty for a model with one target language."""
+    return translator.card.extra.get("target_language_codes") or translator.tokenizer.language_codes()
+
+
+def target_language_picker(translator: Translator) -> str | None:
+    """A multi-target model's target language (URL: target_language), read by the model as a leading ``>>xx<<``
+    piece, opening on the card's target language when it is one of its codes. None for a model with one target
+    language, or none picked."""
+    card = translator.card
+    codes = language_codes(translator)
+    if not codes:
+        return None
+    options = [NO_LANGUAGE_CODE, *codes]
+    bind("target_language", card.target_language if card.target_language in codes else NO_LANGUAGE_CODE, options)
+    code = st.sidebar.selectbox(
+        "Target language",
+        options,
+        format_func=lambda code: f">>{code}<< {LANGUAGE_NAMES.get(code, '')}".strip() if code else "none",
+        key="target_language",
+        help=EXPLANATIONS["target_language"],
+    )
+    return code or None
 
 
 def settings_controls(max_len: int) -> tuple[Decoding, Display]:

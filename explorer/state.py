@@ -95,6 +95,7 @@ SETTINGS: tuple[Setting, ...] = (
     # in the order they appear in the URL
     Setting("checkpoint", parse_text),
     Setting("sentence", parse_text),
+    Setting("target_language", parse_text),  # a multi-target model's ">>xx<<" code; choices given by the page
     Setting("view", parse_text),
     Setting("display", parse_text, "single", DISPLAYS),
     Setting("layer", int, 0),

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +20,7 @@ import sentencepiece as spm
 PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
 WORD_START = "\u2581"  # SentencePiece's "▁" marks a piece that begins a word
 MARIAN_FILES = ("source.spm", "target.spm", "vocab.json")
+LANGUAGE_CODE = re.compile(r">>[A-Za-z0-9_]+<<")  # a multi-target MarianMT model's ">>fr<<" piece
 
 
 def train_sentencepiece(
@@ -104,6 +106,13 @@ class Tokenizer:
         if side not in ("source", "target"):
             raise ValueError(f"side must be 'source' or 'target', not {side!r}")
         return self.source if side == "source" else self.target
+
+    def language_codes(self) -> list[str]:
+        """The target-language codes a multi-target MarianMT model reads first (``>>fr<<`` -> "fr"), in vocabulary
+        order; empty for a model with one target language."""
+        if self.vocab is None:
+            return []
+        return [piece[2:-2] for piece in self.vocab if LANGUAGE_CODE.fullmatch(piece)]
 
     def vocab_size(self, side: str) -> int:
         if self.vocab is not None:
@@ -214,6 +223,14 @@ class Tokenizer:
         if target is None:
             return cls(source_processor, source_processor)
         return cls(source_processor, spm.SentencePieceProcessor(model_proto=target))
+
+
+def with_language_code(text: str, code: str | None) -> str:
+    """``text`` led by the target-language code ``>>code<<`` (as a multi-target MarianMT model reads it), unless
+    ``code`` is None or the text already starts with a code."""
+    if code is None or split_language_code(text.lstrip())[0]:
+        return text
+    return f">>{code}<< {text}"
 
 
 def split_language_code(text: str) -> tuple[list[str], str]:

@@ -331,6 +331,8 @@ def import_marian(source: str | Path, out: str | Path, fp16: bool = False, name:
             "positional_encoding": "computed (sines then cosines), not read from the weights",
         },
         "generation_defaults": generation_defaults(source, hf),
+        # a multi-target model reads one of these first, as ">>fr<<" (empty for a model with one target language)
+        "target_language_codes": tokenizer.language_codes(),
     }
     return save_checkpoint(out, model, tokenizer, card, half=fp16)
 

@@ -1,5 +1,6 @@
 """A MarianMT (OPUS-MT) checkpoint on the page (AppTest): the tiny imported model of the marian fixture
-(tests/conftest.py) opens and shows its heatmaps. The importer is tested in tests/model/test_marian.py."""
+(tests/conftest.py) opens, shows its heatmaps and offers its target languages. The importer is tested in
+tests/model/test_marian.py."""
 
 from __future__ import annotations
 
@@ -18,7 +19,8 @@ def test_the_imported_checkpoint_opens_in_the_app_and_shows_its_heatmaps(marian,
     assert_ok(app)
     assert app.selectbox(key="checkpoint").value == "opus-mt-tiny"
     assert "cross-attention" in chart_titles(app)[0]
-    translation = load_checkpoint(marian[3], device="cpu").trace(app.text_input(key="sentence").value, beam_size=1)
+    sentence = ">>de<< " + app.text_input(key="sentence").value  # the card's target language, as the page sends it
+    translation = load_checkpoint(marian[3], device="cpu").trace(sentence, beam_size=1)
     headings = [markdown.value.removeprefix("### ") for markdown in app.markdown if markdown.value.startswith("### ")]
     assert [heading.replace("\\", "") for heading in headings] == [translation.translation]
     for view in ("encoder", "decoder", "cross"):
@@ -28,3 +30,35 @@ def test_the_imported_checkpoint_opens_in_the_app_and_shows_its_heatmaps(marian,
             assert_ok(app)
             heatmaps = [trace for spec in chart_specs(app) for trace in spec["data"] if trace["type"] == "heatmap"]
             assert heatmaps, (view, display)
+
+
+def test_a_multi_target_model_offers_its_languages_and_leads_the_sentence_with_the_code(marian, tmp_path, monkeypatch):
+    """The tiny model's vocabulary has >>de<< and >>fr<< (as en-ROMANCE has its codes): the card lists them, the page
+    offers them, and the picked code is the sentence's first source piece; without one the page says so."""
+    from model.checkpoint import read_card
+
+    assert read_card(marian[3]).extra["target_language_codes"] == ["de", "fr"]
+    shutil.copytree(marian[3], tmp_path / "opus-mt-tiny")
+    monkeypatch.setenv(CHECKPOINTS_ENV, str(tmp_path))
+    app = AppTest.from_file(APP, default_timeout=120).run()
+    picker = app.selectbox(key="target_language")
+    assert picker.options == ["none", ">>de<< German", ">>fr<< French"] and picker.value == "de"  # the card's
+    app.text_input(key="sentence").input("the dog runs.").run()
+    assert_ok(app)
+    assert source_pieces(app)[0] == ">>de<<"
+    picker.set_value("fr").run()
+    assert source_pieces(app)[0] == ">>fr<<" and app.query_params["target_language"] == "fr"
+    assert not no_language_notices(app)
+    app.selectbox(key="target_language").set_value("").run()
+    assert source_pieces(app)[0] != ">>fr<<" and len(no_language_notices(app)) == 1
+    app.text_input(key="sentence").input(">>fr<< the dog runs.").run()  # a code typed in the sentence is kept
+    assert source_pieces(app)[0] == ">>fr<<" and not no_language_notices(app)
+
+
+def source_pieces(app: AppTest) -> list[str]:
+    """The tokenization table's first row: the pieces the model read."""
+    return list(app.dataframe[0].value.iloc[0])
+
+
+def no_language_notices(app: AppTest) -> list[str]:
+    return [warning.value for warning in app.warning if "does not say which" in warning.value]

@@ -296,3 +296,21 @@ def test_split_language_code(text, expected):
 )
 def test_word_index(pieces, expected):
     assert word_index(pieces) == expected
+
+
+def test_a_language_code_leads_the_sentence_once():
+    from model.tokenizer import with_language_code
+
+    assert with_language_code("the dog.", "fr") == ">>fr<< the dog."
+    assert with_language_code("the dog.", None) == "the dog."
+    assert with_language_code(">>es<< the dog.", "fr") == ">>es<< the dog."  # the sentence's own code wins
+    assert with_language_code("  >>es<< the dog.", "fr") == "  >>es<< the dog."
+
+
+def test_language_codes_are_the_vocabularys_code_pieces_in_order(tmp_path):
+    from tests.helpers import write_tokenizer_files
+
+    write_tokenizer_files(tmp_path)
+    assert Tokenizer.load_marian(tmp_path).language_codes() == ["de", "fr"]
+    joint = Tokenizer.from_model_bytes((tmp_path / "source.spm").read_bytes())
+    assert joint.language_codes() == []  # a model trained here reads no codes
