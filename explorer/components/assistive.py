@@ -41,7 +41,8 @@ def announce(name: str, *messages: str) -> None:
     """Have screen readers say ``messages`` (empty ones left out) in the live region ``name``; call it once per run
     and name, after the messages are known. The same text on the next run is not said again."""
     text = " ".join(message for message in messages if message)
-    ANNOUNCER(data={"name": name, "text": text}, key=f"announcer-{name}")
+    with st.sidebar:  # its element draws nothing but takes a row's gap: not in the main area, above the view
+        ANNOUNCER(data={"name": name, "text": text}, key=f"announcer-{name}")
 
 
 def plain(markdown: str) -> str:

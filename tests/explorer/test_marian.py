@@ -48,6 +48,10 @@ def test_a_multi_target_model_offers_its_languages_and_leads_the_sentence_with_t
     assert source_pieces(app)[0] == ">>de<<"
     picker.set_value("fr").run()
     assert source_pieces(app)[0] == ">>fr<<" and app.query_params["target_language"] == "fr"
+    shared = AppTest.from_file(APP, default_timeout=120)  # the link reopens with the same language
+    shared.query_params.update(app.query_params)
+    shared.run()
+    assert shared.selectbox(key="target_language").value == "fr" and source_pieces(shared)[0] == ">>fr<<"
     assert not no_language_notices(app)
     app.selectbox(key="target_language").set_value("").run()
     assert source_pieces(app)[0] != ">>fr<<" and len(no_language_notices(app)) == 1
