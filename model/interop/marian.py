@@ -73,12 +73,8 @@ DECODER_LAYER_NAMES = {
     "fc2": "feed_forward.linear2",
     "final_layer_norm": "norm3",
 }
-EMBEDDING_KEYS = (
-    "model.shared.weight",
-    "model.encoder.embed_tokens.weight",
-    "model.decoder.embed_tokens.weight",
-    "lm_head.weight",
-)
+EMBEDDING_KEYS = ("model.shared.weight", "model.encoder.embed_tokens.weight", "model.decoder.embed_tokens.weight")
+OUTPUT_KEY = "lm_head.weight"
 # Stored by older transformers versions; Marian computes them, so they are compared with our table, not loaded.
 POSITION_KEYS = ("model.encoder.embed_positions.weight", "model.decoder.embed_positions.weight")
 POSITION_TOLERANCE = 1e-4  # float32 sines computed two ways (and fp16-saved tables) differ by less
@@ -94,8 +90,11 @@ REQUIRED_KEYS = (
 )
 
 
-def marian_config(hf: dict[str, Any], tokenizer: Tokenizer, path: Path) -> TransformerConfig:
-    """Our TransformerConfig for a Hugging Face MarianConfig dict; refuses what we cannot reproduce."""
+def marian_config(
+    hf: dict[str, Any], tokenizer: Tokenizer, path: Path, untied_output: bool = False
+) -> TransformerConfig:
+    """Our TransformerConfig for a Hugging Face MarianConfig dict; refuses what we cannot reproduce.
+    ``untied_output``: the weights hold an output projection of their own (``output_projection``)."""
     architectures = hf.get("architectures") or []
     if hf.get("model_type") != "marian" or any(a != "MarianMTModel" for a in architectures):
         found = hf.get("model_type") or "no model_type"
@@ -114,8 +113,6 @@ def marian_config(hf: dict[str, Any], tokenizer: Tokenizer, path: Path) -> Trans
     vocab_size = int(hf["vocab_size"])
     if hf.get("decoder_vocab_size") not in (None, vocab_size):
         raise refuse(f"decoder_vocab_size {hf['decoder_vocab_size']} differs from vocab_size {vocab_size}")
-    if not hf.get("tie_word_embeddings", True):
-        raise refuse("an output projection not tied to the embeddings (tie_word_embeddings false)")
     for ours, (encoder, decoder) in {
         "n_heads": ("encoder_attention_heads", "decoder_attention_heads"),
         "d_ff": ("encoder_ffn_dim", "decoder_ffn_dim"),
@@ -152,7 +149,7 @@ def marian_config(hf: dict[str, Any], tokenizer: Tokenizer, path: Path) -> Trans
             layer_norm_eps=1e-5,
             max_len=int(hf.get("max_position_embeddings", 512)),
             share_embeddings=True,
-            tie_output=True,
+            tie_output=not untied_output,
             output_bias=False,
             pad_id=special["pad_id"],
             unk_id=special["unk_id"],
@@ -206,13 +203,15 @@ def marian_state(tensors: dict[str, torch.Tensor], config: TransformerConfig) ->
         if tensors[key].shape != shared.shape or not torch.equal(tensors[key], shared):
             raise CheckpointError(f"{key} differs from {embeddings[0]}: untied embeddings are not supported")
     state = {"encoder.embed.embedding.weight": shared}
+    if not config.tie_output:
+        state["generator.weight"] = tensors[OUTPUT_KEY]
     state["final_logits_bias"] = tensors.get("final_logits_bias", torch.zeros(1, config.tgt_vocab_size))
     stacks = (
         ("encoder", config.n_encoder_layers, ENCODER_LAYER_NAMES),
         ("decoder", config.n_decoder_layers, DECODER_LAYER_NAMES),
     )
     check_positions(tensors, config)
-    used = set(embeddings) | {"final_logits_bias"} | set(POSITION_KEYS)
+    used = set(embeddings) | {"final_logits_bias", OUTPUT_KEY} | set(POSITION_KEYS)
     for stack, layers, names in stacks:
         for index in range(layers):
             for theirs, ours in names.items():
@@ -227,6 +226,24 @@ def marian_state(tensors: dict[str, torch.Tensor], config: TransformerConfig) ->
         shown = ", ".join(unexpected[:5]) + (" ..." if len(unexpected) > 5 else "")
         raise CheckpointError(f"tensors this importer does not know (another layout?): {shown}")
     return state
+
+
+def output_projection(tensors: dict[str, torch.Tensor], hf: dict[str, Any]) -> bool:
+    """Whether the output projection is a matrix of its own: ``tie_word_embeddings`` false, or a stored
+    ``lm_head.weight`` that differs from the shared embedding. transformers uses a stored ``lm_head.weight`` as it
+    is even when the config asks for tied weights (it warns and does not tie), so this does the same."""
+    embeddings = [key for key in EMBEDDING_KEYS if key in tensors]
+    head = tensors.get(OUTPUT_KEY)
+    if head is None:
+        if not hf.get("tie_word_embeddings", True):
+            raise CheckpointError(
+                f"no {OUTPUT_KEY}, but tie_word_embeddings is false: the output projection is missing"
+            )
+        return False
+    if not hf.get("tie_word_embeddings", True) or not embeddings:
+        return True
+    shared = tensors[embeddings[0]]
+    return head.shape != shared.shape or not torch.equal(head, shared)
 
 
 def check_positions(tensors: dict[str, torch.Tensor], config: TransformerConfig) -> None:
@@ -300,7 +317,12 @@ def import_marian(source: str | Path, out: str | Path, fp16: bool = False, name:
         tokenizer = Tokenizer.load_marian(source)
     except (FileNotFoundError, ValueError) as error:
         raise CheckpointError(str(error)) from error
-    config = marian_config(hf, tokenizer, source / "config.json")
+    tensors = read_weights(files)
+    try:
+        untied = output_projection(tensors, hf)
+    except CheckpointError as error:
+        raise CheckpointError(f"{files[0]}: {error}") from error
+    config = marian_config(hf, tokenizer, source / "config.json", untied_output=untied)
     if tokenizer.vocab_size("source") != config.src_vocab_size:
         raise CheckpointError(
             f"{source / 'vocab.json'}: {tokenizer.vocab_size('source')} pieces but config.json says "
@@ -308,7 +330,7 @@ def import_marian(source: str | Path, out: str | Path, fp16: bool = False, name:
         )
     model = Transformer(config)
     try:
-        load_into(model, marian_state(read_weights(files), config))
+        load_into(model, marian_state(tensors, config))
     except CheckpointError as error:
         raise CheckpointError(f"{files[0]}: {error}") from error
     model.eval().requires_grad_(False)
@@ -329,6 +351,7 @@ def import_marian(source: str | Path, out: str | Path, fp16: bool = False, name:
             "weights": [path.name for path in files],
             "dtype": "float16" if fp16 else "float32",
             "positional_encoding": "computed (sines then cosines), not read from the weights",
+            "output_projection": "lm_head.weight, its own matrix" if untied else "tied to the shared embedding",
         },
         "generation_defaults": generation_defaults(source, hf),
         # a multi-target model reads one of these first, as ">>fr<<" (empty for a model with one target language)

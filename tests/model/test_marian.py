@@ -336,3 +336,50 @@ def test_an_imported_model_decodes_up_to_its_authors_max_length_not_our_default(
     assert endless.trace(source, beam_size=1, max_len=5).n_steps == 5  # the user's limit still wins
     ours = Translator(model, imported.tokenizer, torch.device("cpu"), name="ours")  # no authors' settings
     assert ours.authors_limit is None and ours.trace(source, beam_size=1).n_steps == short
+
+
+def logits_of_both(folder: Path, out: Path) -> tuple[torch.Tensor, torch.Tensor]:
+    """Hugging Face's logits for a folder (loaded with from_pretrained) and ours for its import, on one sentence."""
+    transformers = pytest.importorskip("transformers")
+    hf_model = transformers.MarianMTModel.from_pretrained(folder).eval()
+    hf_tokenizer = transformers.MarianTokenizer.from_pretrained(folder)
+    ours = load_checkpoint(import_marian(folder, out), "cpu").model
+    src = torch.tensor([hf_tokenizer(SENTENCES[0]).input_ids])
+    target = hf_tokenizer(text_target=german(SENTENCES[0])).input_ids
+    tgt = torch.tensor([[hf_model.config.decoder_start_token_id, *target[:-1]]])
+    with torch.no_grad():
+        return hf_model(input_ids=src, decoder_input_ids=tgt).logits, ours(src, tgt)
+
+
+def test_an_output_projection_of_its_own_is_imported_as_transformers_uses_it(marian, tmp_path):
+    """tie_word_embeddings false (the output projection its own matrix), and a tied config whose folder still holds
+    an lm_head.weight that differs from the embedding (older converters wrote such folders): transformers uses the
+    stored lm_head.weight in both cases, and so does the import."""
+    from safetensors.torch import load_file, save_file
+
+    for tied in (False, True):
+        folder = copy_source(marian[2], tmp_path / f"tied-{tied}")
+        path = folder / "model.safetensors"
+        tensors = load_file(path)
+        shared = tensors["model.shared.weight"]
+        tensors["lm_head.weight"] = shared + 0.5 * torch.randn(shared.shape, generator=torch.Generator().manual_seed(1))
+        save_file(tensors, path, metadata={"format": "pt"})
+        config = json.loads((folder / "config.json").read_text())
+        config["tie_word_embeddings"] = tied
+        (folder / "config.json").write_text(json.dumps(config))
+        expected, logits = logits_of_both(folder, tmp_path / f"out-{tied}")
+        torch.testing.assert_close(logits, expected, atol=1e-4, rtol=0)
+        card = read_card(tmp_path / f"out-{tied}")
+        assert card.extra["conversion"]["output_projection"] == "lm_head.weight, its own matrix"
+    assert read_card(marian[3]).extra["conversion"]["output_projection"] == "tied to the shared embedding"
+
+
+def test_an_untied_config_without_its_output_projection_is_refused(marian, tmp_path):
+    folder = copy_source(marian[2], tmp_path)
+    config = json.loads((folder / "config.json").read_text())
+    config["tie_word_embeddings"] = False
+    (folder / "config.json").write_text(json.dumps(config))
+    with pytest.raises(
+        CheckpointError, match=r"model\.safetensors: no lm_head\.weight, but tie_word_embeddings is false"
+    ):
+        import_marian(folder, tmp_path / "out")
