@@ -1,4 +1,6 @@
-"""server_rss_mb: resident memory of a real ``streamlit run app.py`` server while a client edits the sentence.
+"""Resident memory of a real ``streamlit run app.py`` server.
+
+server_rss_mb: while a client edits the sentence.
 
 The client speaks Streamlit's own websocket protocol (what the browser does): it opens a
 session on /_stcore/stream, asks for a run, learns the id of the "Source sentence" text
@@ -8,11 +10,15 @@ trace (greedy, the page's default) plus the default view's figures, exactly as f
 person typing. The server's RSS is read from /proc after 10 and after the last interaction;
 flat memory means the second is not much larger than the first (the trace cache holds at
 most 256 traces, so some growth up to that is expected and bounded).
+
+model_budget_rss_mb: while ten sessions open two models of opus-mt-en-de's shape in turns, on a server whose
+model memory budget (ATTENTION_EXPLORER_MODEL_MEMORY_MB) holds one and a half of them.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -154,6 +160,90 @@ def server_rss_mb(ctx: Context) -> list[Record]:
                 "interaction": f"new {CLASSROOM_PIECES}-piece sentence, greedy (page default), default view",
                 "median_interaction_ms": sorted(timings)[len(timings) // 2] * 1000,
                 "distinct_tokenization_tables_shown": tables,
+            },
+        )
+    ]
+
+
+MODEL_SESSIONS = 10
+
+
+def model_budget_rss_mb(ctx: Context) -> list[Record]:
+    """Two random models of opus-mt-en-de's shape (about 300 MB of weights each) saved as checkpoints, a server
+    whose budget holds one and a half, ten sessions asking for them in turns. The server's peak RSS is compared
+    with its RSS after one page on the small subject model plus the budget: at most 1 means the budget bounds what
+    the large models take."""
+    import torch
+
+    from benchmarks.model_benchmarks import opus_shaped_translator
+    from explorer.open_models import MEMORY_ENV, weight_bytes
+    from model.checkpoint import save_checkpoint
+
+    opus = opus_shaped_translator(ctx.subject.translator.tokenizer, torch.device("cpu"))
+    model_mb = weight_bytes(opus.model) / 2**20
+    budget_mb = int(1.5 * model_mb)
+    rounds = ctx.reps(2, 3)
+    names = ("opus-shape-a", "opus-shape-b")
+    sentence = "Two young men are playing football on a green field next to a river."
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    command = [
+        sys.executable, "-m", "streamlit", "run", "app.py",
+        "--server.headless", "true",
+        "--server.port", str(port),
+        "--server.address", "127.0.0.1",
+        "--server.fileWatcherType", "none",
+        "--browser.gatherUsageStats", "false",
+    ]  # fmt: skip
+    samples: list[float] = []
+    errors: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="bench-models-") as root:
+        for name in names:
+            save_checkpoint(Path(root) / name, opus.model, opus.tokenizer, {"name": name, "domain": "random weights"})
+        del opus
+        shutil.copytree(ctx.subject.folder, Path(root) / ctx.subject.folder.name)  # the small model the page opens on
+        env = {**os.environ, "ATTENTION_EXPLORER_CHECKPOINTS": root, MEMORY_ENV: str(budget_mb)}
+        if ctx.subject.device.type != "cuda":
+            env["CUDA_VISIBLE_DEVICES"] = ""
+        log = Path(root) / "streamlit.log"
+        with log.open("w") as output:
+            server = subprocess.Popen(command, cwd=REPO, env=env, stdout=output, stderr=subprocess.STDOUT)
+            try:
+                wait_for_health(url, server, log, START_LIMIT_S)
+                clients = [PageClient(url) for _ in range(MODEL_SESSIONS)]
+                try:
+                    clients[0].rerun(query_string=f"checkpoint={ctx.subject.folder.name}")
+                    warm = rss_mb(server.pid)  # torch, the page and one small model: what any server holds
+                    for round_index in range(rounds):
+                        for index, client in enumerate(clients):
+                            name = names[(index + round_index) % 2]
+                            query = f"checkpoint={name}&sentence={sentence.replace(' ', '+')}"
+                            try:
+                                client.rerun(query_string=query)
+                            except Exception as error:  # a crash or an exception on the page is what this counts
+                                errors.append(f"{name}: {error}")
+                            samples.append(rss_mb(server.pid))
+                finally:
+                    for client in clients:
+                        client.close()
+            finally:
+                stop(server)
+    if errors:  # nothing may crash: a page that failed is a failed benchmark, not a number
+        raise RuntimeError(f"{len(errors)} of {len(samples)} page runs failed, first: {errors[0]}")
+    peak = max(samples)
+    return [
+        Record(
+            "model_budget_rss_mb",
+            peak,
+            "MB",
+            warm + budget_mb,
+            (Check("ratio", "<=", 1.0),),
+            {
+                "case": f"{MODEL_SESSIONS} sessions x {rounds} rounds, each opening the other of two models of "
+                f"opus-mt-en-de's shape ({model_mb:.0f} MB of weights each)",
+                "baseline_is": f"the server's RSS after one page on the small {ctx.subject.folder.name} "
+                f"({warm:.0f} MB: torch, the page, that model) + the budget ({budget_mb} MB, one and a half models)",
+                "rss_mb_samples": [round(sample) for sample in samples],
             },
         )
     ]

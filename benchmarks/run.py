@@ -133,6 +133,11 @@ BENCHMARKS = (
         ("server_rss_mb",), single(memory.server_rss_mb), "RSS of a real `streamlit run app.py` after 10 and 100 traces"
     ),
     Benchmark(
+        ("model_budget_rss_mb",),
+        single(memory.model_budget_rss_mb),
+        "peak RSS of a server whose budget holds 1.5 opus-mt-en-de-shaped models while 10 sessions open two in turns",
+    ),
+    Benchmark(
         ("train_epoch_s",),
         single(training_vs_torch.train_epoch_s),
         "wall time of one training epoch on Multi30k, ours and the tutorial nn.Transformer in turns "

@@ -1,10 +1,11 @@
 """Cached model calls: one model per checkpoint and device for every session, each result computed once.
 
-The model is loaded once per (checkpoint, device) and shared read-only by every session
-(st.cache_resource); a trace is computed once per sentence and settings (st.cache_data), so
-stepping through decoding or switching views never runs the model again. Every experiment is
-cached on the page's TraceKey and its own choices, so a class looking at the same sentence
-computes it once. Keys are small frozen dataclasses (Streamlit hashes their fields).
+The model is loaded once per (checkpoint, device) and shared read-only by every session, as long as it fits
+the server's memory budget (explorer.open_models, one per server through st.cache_resource); a trace is
+computed once per sentence and settings (st.cache_data), so stepping through decoding or switching views
+never runs the model again. Every experiment is cached on the page's TraceKey and its own choices, so a
+class looking at the same sentence computes it once. Keys are small frozen dataclasses (Streamlit hashes
+their fields).
 """
 
 from __future__ import annotations
@@ -17,8 +18,10 @@ from pathlib import Path
 from typing import Any
 
 import streamlit as st
+import torch
 from streamlit import runtime
 
+from explorer.open_models import OpenModels, memory_budget_bytes, weight_bytes
 from model import load_checkpoint
 from model.analysis.ablation import AblationComparison, compare_ablation
 from model.analysis.attribution import Attribution, attribute
@@ -28,10 +31,11 @@ from model.analysis.importance import HeadImportance, head_importance
 from model.analysis.internals import AttentionStages, attention_stages
 from model.analysis.positional import PositionalComparison, compare_positional
 from model.beam_tree import BeamTree
-from model.checkpoint import CheckpointEntry, scan_checkpoints
+from model.checkpoint import CheckpointEntry, read_config, scan_checkpoints
 from model.heads import HeadRef
 from model.trace import Trace
 from model.training.pool import TrainingPool, default_slots
+from model.transformer import Transformer
 from model.translator import Translator
 
 TRAININGS_ENV = "ATTENTION_EXPLORER_TRAININGS"  # trainings the Train view runs at once on this server
@@ -99,13 +103,27 @@ def list_checkpoints(folder: str, stamp: Stamp) -> list[CheckpointEntry]:
     return scan_checkpoints(folder)
 
 
-@st.cache_resource(show_spinner="Loading the model…", max_entries=8)
-def load_translator(key: ModelKey) -> Translator:
-    """One model per (checkpoint, device), shared read-only by every session.
+@st.cache_resource(show_spinner=False)
+def open_models() -> OpenModels[Translator]:
+    """The server's open models, one per (checkpoint, device), within ATTENTION_EXPLORER_MODEL_MEMORY_MB."""
+    return OpenModels(
+        memory_budget_bytes(),
+        load=lambda key: load_checkpoint(key.path, device=key.device),
+        size=lambda translator: weight_bytes(translator.model),
+        estimate=lambda key: weight_bytes(meta_model(key.path)),
+    )
 
-    Room for a few checkpoints with their training snapshots (the training-evolution view).
-    """
-    return load_checkpoint(key.path, device=key.device)
+
+def meta_model(folder: str) -> Transformer:
+    """The checkpoint's architecture with no weights (the "meta" device): its size, known before it is loaded."""
+    with torch.device("meta"):
+        return Transformer(read_config(Path(folder)))
+
+
+def load_translator(key: ModelKey) -> Translator:
+    """The model of (checkpoint, device), shared read-only by every session; loaded when it is not open, closing the
+    least recently used others when the memory budget needs it."""
+    return open_models().get(key)
 
 
 @st.cache_resource(show_spinner=False, max_entries=8)

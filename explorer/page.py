@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 import pandas as pd
 import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
@@ -36,6 +38,7 @@ from model.card import Card
 from model.checkpoint import CheckpointEntry
 from model.heads import parse_module_name
 from model.tokenizer import split_language_code, with_language_code
+from model.trace import Trace
 from model.translator import Translator
 from viz.export import lesson_html
 
@@ -229,7 +232,7 @@ def downloads(ctx: PageContext) -> None:
     )
     right.download_button(
         "Download lesson (HTML)",
-        lambda: lesson_file(ctx),
+        partial(lesson_file, trace, ctx.entry.name, ctx.mode, ctx.lesson),  # not ctx: it holds the model
         f"{file_stem}-lesson.html",
         "text/html",
         on_click="ignore",
@@ -238,15 +241,14 @@ def downloads(ctx: PageContext) -> None:
     )
 
 
-def lesson_file(ctx: PageContext) -> str:
-    """The lesson export of what the page shows now (its step section follows the fragment's reruns)."""
-    trace = ctx.trace
+def lesson_file(trace: Trace, checkpoint: str, mode: str, lesson: Lesson) -> str:
+    """The lesson export of what the page shows now (its step section follows the fragment's reruns). The download
+    button keeps this call until the session's next run: it is given the trace and the lesson, never the model, so
+    that a model closed to stay within the memory budget is not kept alive by a page left open."""
     facts = [
-        ("Checkpoint", ctx.entry.name),
+        ("Checkpoint", checkpoint),
         ("Source sentence", trace.source_text),
         ("Translation", trace.translation),
-        ("Decoding", ctx.mode),
+        ("Decoding", mode),
     ]
-    return lesson_html(
-        "Attention explorer: a lesson on one sentence", ctx.lesson.sections(), facts=facts, caveat=CAVEAT
-    )
+    return lesson_html("Attention explorer: a lesson on one sentence", lesson.sections(), facts=facts, caveat=CAVEAT)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -9,7 +10,14 @@ import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
 from explorer import views
-from explorer.compute import ModelKey, checkpoints_dir, folder_stamp, list_checkpoints, load_translator
+from explorer.compute import (
+    ModelKey,
+    checkpoints_dir,
+    folder_stamp,
+    list_checkpoints,
+    load_translator,
+    open_models,
+)
 from explorer.context import Display
 from explorer.copy import DEVICE_NAMES, EXPLANATIONS, LANGUAGE_NAMES, describe_card, escape_markdown
 from explorer.state import BEAM_SIZES, DEVICES, DISPLAY_TOGGLES, SEARCHES, bind, presenting
@@ -129,7 +137,9 @@ def checkpoint_picker() -> tuple[CheckpointEntry, ModelKey, Translator]:
             "Device", DEVICES, format_func=DEVICE_NAMES.get, horizontal=True, key="device", persist_state="page"
         )
     model_key = ModelKey.of(entry.path, st.session_state.device)  # stats the folder's files: once per run
-    translator = load_translator(model_key)
+    loading = st.spinner("Loading the model…") if model_key not in open_models() else nullcontext()
+    with loading:
+        translator = load_translator(model_key)
     if not presenting():
         st.sidebar.caption(f"Running on: **{translator.device}**")
     for notice in translator.notices:

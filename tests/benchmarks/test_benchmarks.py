@@ -55,6 +55,7 @@ EXPECTED = {
     "edit_redraw_ms",
     "train_tokens_vs_torch",
     "server_rss_mb",
+    "model_budget_rss_mb",
     "train_epoch_s",
     "train_tokens_per_s",
     "train_tokens_per_s_1536",
