@@ -177,7 +177,7 @@ def translation_section(ctx: PageContext, hide_output: bool) -> None:
             "ended it. Raise *Max output tokens* in the sidebar to let it finish."
         )
         st.warning(cut_off, icon=":material/content_cut:")
-        spoken.append(assistive.plain(cut_off.replace("*", "")))
+        spoken.append(cut_off.replace("*", ""))
     calibration = ctx.card.domain_section.calibration
     reasons = unlike_training(domain_signals(trace), calibration) if calibration is not None else []
     if reasons and trace.settings["mode"] != "forced":

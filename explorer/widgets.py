@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html
+from collections.abc import Callable
 
 import plotly.graph_objects as go
 import streamlit as st
@@ -24,17 +25,18 @@ def show_figure(figure: go.Figure, name: str, lesson: list[LessonSection] | None
     """
     shown = viz.enlarge(figure) if presenting() else figure
     st.plotly_chart(shown, theme=None, config=viz.chart_config(name), key=f"chart-{name}")
-    figure_as_text(viz.describe(figure), viz.figure_tables(figure), name)
+    figure_as_text(viz.describe(figure), lambda: viz.figure_tables(figure), name)
     if lesson is not None:
         lesson.append(LessonSection(html.unescape(figure.layout.title.text or name), explanation, figure))
 
 
-def figure_as_text(description: str, tables: list[viz.FigureTable], name: str) -> None:
-    """A figure's text alternative: its one-line ``description`` and a switch that shows its numbers as ``tables``."""
+def figure_as_text(description: str, tables: Callable[[], list[viz.FigureTable]], name: str) -> None:
+    """A figure's text alternative: its one-line ``description`` and a switch that shows its numbers as the tables
+    ``tables()`` builds (only when switched on: a page that does not show them does not pay for them)."""
     line, switch = st.columns([3, 1], vertical_alignment="center")
     line.caption(escape_markdown(description))
     if switch.toggle("Show as table", key=f"table-{name}"):
-        st.html(TABLE_CSS + "".join(viz.table_html(table) for table in tables))
+        st.html(TABLE_CSS + "".join(viz.table_html(table) for table in tables()))
 
 
 def how_to_read(*topics: str, caveat: bool = True) -> str:

@@ -73,14 +73,19 @@ def _number(value: Any) -> float | None:
     return None if math.isnan(number) else number
 
 
-def _heatmap_table(figure: go.Figure, trace: go.Heatmap, caption: str) -> FigureTable:
-    values = np.asarray(trace.z, dtype=object)
-    n_rows, n_columns = values.shape
+def _heatmap_axes(figure: go.Figure, trace: go.Heatmap) -> tuple[str, list[str], str, list[str]]:
+    """A heatmap's row axis title and labels, then its column axis title and labels."""
+    n_rows, n_columns = np.shape(trace.z)
     x_axis, y_axis = _axis(figure, trace.xaxis, "x"), _axis(figure, trace.yaxis, "y")
-    columns = _labels(x_axis, trace.x if trace.x is not None else range(n_columns))
     rows = _labels(y_axis, trace.y if trace.y is not None else range(n_rows))
-    header = f"{_axis_title(y_axis, 'row')} \\ {_axis_title(x_axis, 'column')}"
-    return FigureTable(caption, header, rows, columns, [[_number(v) for v in row] for row in values])
+    columns = _labels(x_axis, trace.x if trace.x is not None else range(n_columns))
+    return _axis_title(y_axis, "row"), rows, _axis_title(x_axis, "column"), columns
+
+
+def _heatmap_table(figure: go.Figure, trace: go.Heatmap, caption: str) -> FigureTable:
+    row_title, rows, column_title, columns = _heatmap_axes(figure, trace)
+    values = [[_number(v) for v in row] for row in np.asarray(trace.z, dtype=object)]
+    return FigureTable(caption, f"{row_title} \\ {column_title}", rows, columns, values)
 
 
 def _series_table(figure: go.Figure, traces: list, caption: str) -> FigureTable:
@@ -130,12 +135,11 @@ def describe(figure: go.Figure) -> str:
     title = _title(figure) or "Chart"
     heatmaps = list(figure.select_traces(selector={"type": "heatmap"}))
     if heatmaps:
-        table = _heatmap_table(figure, heatmaps[0], title)
+        row_title, rows, column_title, columns = _heatmap_axes(figure, heatmaps[0])
         what = "heatmap" if len(heatmaps) == 1 else f"{len(heatmaps)} heatmaps"
-        rows, columns = table.row_header.split(" \\ ")
         return (
-            f"{title}: {what} of {len(table.rows)} rows ({rows}: {', '.join(table.rows)}) by {len(table.columns)} "
-            f"columns ({columns}: {', '.join(table.columns)})."
+            f"{title}: {what} of {len(rows)} rows ({row_title}: {', '.join(rows)}) by {len(columns)} "
+            f"columns ({column_title}: {', '.join(columns)})."
         )
     series = [trace for trace in figure.data if trace.type in ("bar", "scatter")]
     kinds = sorted({"bar chart" if trace.type == "bar" else "line chart" for trace in series}) or ["chart"]

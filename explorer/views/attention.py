@@ -143,10 +143,15 @@ def head_view(
         title=title,
     )
     ctx.lesson.view.append(LessonSection(title, explanation, figure))
-    shown = [viz.head_heatmap(axes, layer, h, **ctx.display.options(), title=head_title(kind, layer, h)) for h in heads]
+    options = ctx.display.options()
+
+    def tables() -> list[viz.FigureTable]:  # one per head drawn, as its single-head heatmap holds it
+        heatmaps = [viz.head_heatmap(axes, layer, h, **options, title=head_title(kind, layer, h)) for h in heads]
+        return [table for heatmap in heatmaps for table in viz.figure_tables(heatmap)]
+
     figure_as_text(
         f"{title}: lines from each {axes.query_title.split(' (')[0]} on the left to the tokens it reads on the right, "
         f"thicker for larger weights; heads shown: {', '.join(map(str, heads))}.",
-        [table for heatmap in shown for table in viz.figure_tables(heatmap)],
+        tables,
         name,
     )
