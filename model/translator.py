@@ -115,8 +115,6 @@ class Translator:
         encoded: Encoded | None = None,
         alpha: float = DEFAULT_ALPHA,
     ) -> list[list[int]]:
-        if max_len is None and self.authors_limit is not None:
-            max_len = min(self.authors_limit, self.config.max_tokens - len(prefix or []))
         width = max(len(ids) for ids in sources)
         src = torch.full((len(sources), width), self.config.pad_id, dtype=torch.long)
         for row, ids in enumerate(sources):
@@ -140,6 +138,8 @@ class Translator:
     ) -> list[str]:
         """Translate many sentences, batching similar lengths together; ``alpha``: the beam's length penalty."""
         sources = [self.source_ids(text).ids for text in texts]
+        if max_len is None and self.authors_limit is not None:  # else each sentence's own default (row_limits)
+            max_len = min(self.authors_limit, self.config.max_tokens)
         order = sorted(range(len(texts)), key=lambda i: len(sources[i]))
         results: list[str] = [""] * len(texts)
         for start in range(0, len(order), batch_size):

@@ -94,7 +94,7 @@ def marian_config(
     hf: dict[str, Any], tokenizer: Tokenizer, path: Path, untied_output: bool = False
 ) -> TransformerConfig:
     """Our TransformerConfig for a Hugging Face MarianConfig dict; refuses what we cannot reproduce.
-    ``untied_output``: the weights hold an output projection of their own (``output_projection``)."""
+    ``untied_output``: the weights hold an output projection of their own (``has_own_output_projection``)."""
     architectures = hf.get("architectures") or []
     if hf.get("model_type") != "marian" or any(a != "MarianMTModel" for a in architectures):
         found = hf.get("model_type") or "no model_type"
@@ -228,7 +228,7 @@ def marian_state(tensors: dict[str, torch.Tensor], config: TransformerConfig) ->
     return state
 
 
-def output_projection(tensors: dict[str, torch.Tensor], hf: dict[str, Any]) -> bool:
+def has_own_output_projection(tensors: dict[str, torch.Tensor], hf: dict[str, Any]) -> bool:
     """Whether the output projection is a matrix of its own: ``tie_word_embeddings`` false, or a stored
     ``lm_head.weight`` that differs from the shared embedding. transformers uses a stored ``lm_head.weight`` as it
     is even when the config asks for tied weights (it warns and does not tie), so this does the same."""
@@ -319,7 +319,7 @@ def import_marian(source: str | Path, out: str | Path, fp16: bool = False, name:
         raise CheckpointError(str(error)) from error
     tensors = read_weights(files)
     try:
-        untied = output_projection(tensors, hf)
+        untied = has_own_output_projection(tensors, hf)
     except CheckpointError as error:
         raise CheckpointError(f"{files[0]}: {error}") from error
     config = marian_config(hf, tokenizer, source / "config.json", untied_output=untied)
