@@ -19,6 +19,7 @@ from model import load_checkpoint
 from model.analysis.attribution import attribute
 from model.analysis.head_stats import batch_head_statistics, readable_cross_head
 from model.checkpoint import read_card
+from model.decoding import DEFAULT_BEAM_SIZE
 from model.heads import head_title
 from model.translator import Translator
 from tests.helpers import (
@@ -355,6 +356,65 @@ def test_stepping_and_switching_views_never_run_the_model_again(app, monkeypatch
     assert runs == []
     app.text_input(key="sentence").input("a cat sits on the red ball in the water.").run()
     assert runs == [("a cat sits on the red ball in the water.",)]
+
+
+def test_each_setting_recomputes_exactly_what_depends_on_it(app, monkeypatch):
+    """Counted calls: a new sentence, decoding setting, teacher-forced target or checkpoint traces once (and a new
+    checkpoint loads once); going back to an earlier one, or changing what is only drawn (view, display, layer,
+    head, a table), runs nothing. Sentences no other test uses, so the shared caches cannot answer in advance."""
+    from explorer import compute
+
+    traces, loads = [], []
+    trace, load = Translator.trace, compute.load_checkpoint
+
+    def counting_trace(self, text, **settings):
+        traces.append((self.name, text, settings["beam_size"], settings["max_len"]))
+        return trace(self, text, **settings)
+
+    def counting_load(path, *args, **kwargs):
+        loads.append(Path(path).name)
+        return load(path, *args, **kwargs)
+
+    monkeypatch.setattr(Translator, "trace", counting_trace)
+    monkeypatch.setattr(compute, "load_checkpoint", counting_load)
+    first, second = "the small boy sits on a green bike today.", "two old women walk with a dog today."
+
+    def changed(step) -> tuple[list, list]:
+        traces.clear()
+        loads.clear()
+        step()
+        assert_ok(app)
+        return list(traces), list(loads)
+
+    assert changed(lambda: app.text_input(key="sentence").input(first).run()) == ([("tiny-en-de", first, 1, None)], [])
+    assert changed(lambda: app.text_input(key="sentence").input(second).run())[0] == [("tiny-en-de", second, 1, None)]
+    assert changed(lambda: app.text_input(key="sentence").input(first).run()) == ([], [])  # cached
+    beam = DEFAULT_BEAM_SIZE  # the beam size slider's default
+    assert changed(lambda: app.radio(key="decoding").set_value("beam").run())[0] == [("tiny-en-de", first, beam, None)]
+    assert changed(lambda: app.number_input(key="max_len").set_value(5).run())[0] == [("tiny-en-de", first, beam, 5)]
+    for only_drawn in (
+        lambda: app.segmented_control(key="view").set_value("encoder").run(),
+        lambda: app.radio(key="display").set_value("grid").run(),
+        lambda: app.toggle(key="merge_words").set_value(True).run(),
+        lambda: app.toggle(key="show_special").set_value(False).run(),
+        lambda: app.segmented_control(key="view").set_value("cross").run(),
+        lambda: app.radio(key="display").set_value("single").run(),
+        lambda: app.selectbox(key="layer").set_value(1).run(),
+        lambda: app.selectbox(key="head").set_value(3).run(),
+        lambda: next(t for t in app.toggle if t.label == "Show as table").set_value(True).run(),
+    ):
+        assert changed(only_drawn) == ([], [])
+    app.toggle(key="teacher_forcing").set_value(True).run()
+    forced = changed(lambda: app.text_input(key="target").input("zwei alte frauen").run())[0]
+    assert [(name, text) for name, text, *_ in forced] == [("tiny-en-de", first)]
+    assert changed(lambda: app.text_input(key="target").input("zwei alte frauen").run()) == ([], [])
+    app.toggle(key="teacher_forcing").set_value(False).run()
+    compute.open_models.clear()  # the other checkpoint may be open from an earlier test
+    switched_traces, switched_loads = changed(lambda: app.selectbox(key="checkpoint").set_value("toy-de-en").run())
+    assert switched_loads == ["toy-de-en"]  # loaded once, then its sentence and its readable head's examples traced
+    assert switched_traces and {name for name, *_ in switched_traces} == {"toy-de-en"}
+    assert changed(lambda: app.selectbox(key="checkpoint").set_value("tiny-en-de").run())[1] == ["tiny-en-de"]
+    assert changed(lambda: app.selectbox(key="checkpoint").set_value("toy-de-en").run())[1] == []  # both open
 
 
 def test_trace_downloads(app):
