@@ -80,6 +80,7 @@ def blocking_violations(driver, axe_script: str) -> list[str]:
 
 def test_no_serious_violations_in_any_view_experiment_or_presenter_mode(shipped_server, driver, axe_script):
     load_page(driver, f"{shipped_server}/?sentence={SENTENCE.replace(' ', '+')}")
+    assert driver.execute_script("return document.body.innerText.includes('This sentence is unlike')")  # scanned too
     click_button(driver, "Show as table")  # the first chart's table is checked too
     wait_until(driver, lambda d: d.execute_script("return !!document.querySelector('table.figure-table')"), "no table")
     report: dict[str, list[str]] = {}
