@@ -23,6 +23,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from benchmarks.app_benchmarks import CLASSROOM_PIECES, app_checkpoints
@@ -99,11 +101,10 @@ class PageClient:
         self.connection.close()
 
 
-def server_rss_mb(ctx: Context) -> list[Record]:
-    translator = ctx.subject.translator
-    interactions = ctx.reps(50, 100)
-    early = 10
-    sentences = [sentence_with_pieces(translator, CLASSROOM_PIECES, seed=3000 + i) for i in range(interactions)]
+@contextmanager
+def app_server(ctx: Context, log_dir: Path, **env: str) -> Iterator[tuple[str, int]]:
+    """A real ``streamlit run app.py`` on a free port, with ``env`` added to this process's environment (and no
+    CUDA unless the subject runs there); yields its URL and process id, stops it after."""
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     command = [
@@ -114,35 +115,44 @@ def server_rss_mb(ctx: Context) -> list[Record]:
         "--server.fileWatcherType", "none",
         "--browser.gatherUsageStats", "false",
     ]  # fmt: skip
+    environment = {**os.environ, **env}
+    if ctx.subject.device.type != "cuda":
+        environment["CUDA_VISIBLE_DEVICES"] = ""  # the page's "auto" device then means the CPU, as asked
+    log = log_dir / "streamlit.log"
+    with log.open("w") as output:
+        server = subprocess.Popen(command, cwd=REPO, env=environment, stdout=output, stderr=subprocess.STDOUT)
+        try:
+            wait_for_health(url, server, log, START_LIMIT_S)
+            yield url, server.pid
+        finally:
+            stop(server)
+
+
+def server_rss_mb(ctx: Context) -> list[Record]:
+    translator = ctx.subject.translator
+    interactions = ctx.reps(50, 100)
+    early = 10
+    sentences = [sentence_with_pieces(translator, CLASSROOM_PIECES, seed=3000 + i) for i in range(interactions)]
     samples: dict[str, float] = {}
     timings: list[float] = []
     tables = 0
     with app_checkpoints(ctx.subject.folder), tempfile.TemporaryDirectory(prefix="bench-server-") as logs:
-        log = Path(logs) / "streamlit.log"
-        env = dict(os.environ)
-        if ctx.subject.device.type != "cuda":
-            env["CUDA_VISIBLE_DEVICES"] = ""  # the page's "auto" device then means the CPU, as asked
-        with log.open("w") as output:
-            server = subprocess.Popen(command, cwd=REPO, env=env, stdout=output, stderr=subprocess.STDOUT)
+        with app_server(ctx, Path(logs)) as (url, pid):
+            samples["idle"] = rss_mb(pid)
+            client = PageClient(url)
             try:
-                wait_for_health(url, server, log, START_LIMIT_S)
-                samples["idle"] = rss_mb(server.pid)
-                client = PageClient(url)
-                try:
-                    client.rerun()
-                    samples["first_page"] = rss_mb(server.pid)
-                    for index, sentence in enumerate(sentences, start=1):
-                        began = time.perf_counter()
-                        client.rerun(sentence=sentence)
-                        timings.append(time.perf_counter() - began)
-                        if index == early:
-                            samples[f"after_{early}"] = rss_mb(server.pid)
-                    samples[f"after_{interactions}"] = rss_mb(server.pid)
-                finally:
-                    tables = len(client.tables)
-                    client.close()
+                client.rerun()
+                samples["first_page"] = rss_mb(pid)
+                for index, sentence in enumerate(sentences, start=1):
+                    began = time.perf_counter()
+                    client.rerun(sentence=sentence)
+                    timings.append(time.perf_counter() - began)
+                    if index == early:
+                        samples[f"after_{early}"] = rss_mb(pid)
+                samples[f"after_{interactions}"] = rss_mb(pid)
             finally:
-                stop(server)
+                tables = len(client.tables)
+                client.close()
     value, baseline = samples[f"after_{interactions}"], samples[f"after_{early}"]
     return [
         Record(
@@ -185,16 +195,6 @@ def model_budget_rss_mb(ctx: Context) -> list[Record]:
     rounds = ctx.reps(2, 3)
     names = ("opus-shape-a", "opus-shape-b")
     sentence = "Two young men are playing football on a green field next to a river."
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    command = [
-        sys.executable, "-m", "streamlit", "run", "app.py",
-        "--server.headless", "true",
-        "--server.port", str(port),
-        "--server.address", "127.0.0.1",
-        "--server.fileWatcherType", "none",
-        "--browser.gatherUsageStats", "false",
-    ]  # fmt: skip
     samples: list[float] = []
     errors: list[str] = []
     with tempfile.TemporaryDirectory(prefix="bench-models-") as root:
@@ -202,32 +202,24 @@ def model_budget_rss_mb(ctx: Context) -> list[Record]:
             save_checkpoint(Path(root) / name, opus.model, opus.tokenizer, {"name": name, "domain": "random weights"})
         del opus
         shutil.copytree(ctx.subject.folder, Path(root) / ctx.subject.folder.name)  # the small model the page opens on
-        env = {**os.environ, "ATTENTION_EXPLORER_CHECKPOINTS": root, MEMORY_ENV: str(budget_mb)}
-        if ctx.subject.device.type != "cuda":
-            env["CUDA_VISIBLE_DEVICES"] = ""
-        log = Path(root) / "streamlit.log"
-        with log.open("w") as output:
-            server = subprocess.Popen(command, cwd=REPO, env=env, stdout=output, stderr=subprocess.STDOUT)
+        budget = {"ATTENTION_EXPLORER_CHECKPOINTS": root, MEMORY_ENV: str(budget_mb)}
+        with app_server(ctx, Path(root), **budget) as (url, pid):
+            clients = [PageClient(url) for _ in range(MODEL_SESSIONS)]
             try:
-                wait_for_health(url, server, log, START_LIMIT_S)
-                clients = [PageClient(url) for _ in range(MODEL_SESSIONS)]
-                try:
-                    clients[0].rerun(query_string=f"checkpoint={ctx.subject.folder.name}")
-                    warm = rss_mb(server.pid)  # torch, the page and one small model: what any server holds
-                    for round_index in range(rounds):
-                        for index, client in enumerate(clients):
-                            name = names[(index + round_index) % 2]
-                            query = f"checkpoint={name}&sentence={sentence.replace(' ', '+')}"
-                            try:
-                                client.rerun(query_string=query)
-                            except Exception as error:  # a crash or an exception on the page is what this counts
-                                errors.append(f"{name}: {error}")
-                            samples.append(rss_mb(server.pid))
-                finally:
-                    for client in clients:
-                        client.close()
+                clients[0].rerun(query_string=f"checkpoint={ctx.subject.folder.name}")
+                warm = rss_mb(pid)  # torch, the page and one small model: what any server holds
+                for round_index in range(rounds):
+                    for index, client in enumerate(clients):
+                        name = names[(index + round_index) % 2]
+                        query = f"checkpoint={name}&sentence={sentence.replace(' ', '+')}"
+                        try:
+                            client.rerun(query_string=query)
+                        except Exception as error:  # a crash or an exception on the page is what this counts
+                            errors.append(f"{name}: {error}")
+                        samples.append(rss_mb(pid))
             finally:
-                stop(server)
+                for client in clients:
+                    client.close()
     if errors:  # nothing may crash: a page that failed is a failed benchmark, not a number
         raise RuntimeError(f"{len(errors)} of {len(samples)} page runs failed, first: {errors[0]}")
     peak = max(samples)
