@@ -26,7 +26,6 @@ from explorer.copy import (
 )
 from explorer.sidebar import (
     checkpoint_picker,
-    language_codes,
     presenter_toggle,
     settings_controls,
     target_language_picker,
@@ -37,7 +36,7 @@ from model.analysis.domain import domain_signals, unlike_training
 from model.card import Card
 from model.checkpoint import CheckpointEntry
 from model.heads import parse_module_name
-from model.tokenizer import split_language_code, with_language_code
+from model.tokenizer import starts_with_language_code, with_language_code
 from model.trace import Trace
 from model.translator import Translator
 from viz.export import lesson_html
@@ -143,7 +142,7 @@ def open_page() -> PageContext | None:
         st.session_state.translation = ""
         st.info("Type a sentence in the box above (or pick an example) to see its translation and attention.")
         return None
-    if language_codes(translator) and not (language_code or split_language_code(text.lstrip())[0]):
+    if translator.tokenizer.language_codes() and not (language_code or starts_with_language_code(text)):
         st.warning(NO_TARGET_LANGUAGE)
     text = with_language_code(text, language_code)
     trace_key = TraceKey(model_key, text, decoding.beam_size, decoding.max_len, target)

@@ -150,18 +150,12 @@ def checkpoint_picker() -> tuple[CheckpointEntry, ModelKey, Translator]:
 NO_LANGUAGE_CODE = ""  # the target-language picker's "none": the sentence goes to the model as typed
 
 
-def language_codes(translator: Translator) -> list[str]:
-    """A multi-target model's target-language codes: its card's, or its vocabulary's for a folder imported before
-    cards listed them; empty for a model with one target language."""
-    return translator.card.extra.get("target_language_codes") or translator.tokenizer.language_codes()
-
-
 def target_language_picker(translator: Translator) -> str | None:
     """A multi-target model's target language (URL: target_language), read by the model as a leading ``>>xx<<``
     piece, opening on the card's target language when it is one of its codes. None for a model with one target
     language, or none picked."""
     card = translator.card
-    codes = language_codes(translator)
+    codes = translator.tokenizer.language_codes()
     if not codes:
         return None
     options = [NO_LANGUAGE_CODE, *codes]

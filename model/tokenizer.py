@@ -77,9 +77,12 @@ class Tokenizer:
     target: spm.SentencePieceProcessor
     vocab: dict[str, int] | None = None
     _pieces: dict[int, str] = field(default_factory=dict, init=False, repr=False, compare=False)
+    _language_codes: list[str] = field(default_factory=list, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.vocab is not None:
+            # read once: a page asks on every run, and an OPUS-MT vocabulary has tens of thousands of pieces
+            self._language_codes = [piece[2:-2] for piece in self.vocab if LANGUAGE_CODE.fullmatch(piece)]
             self._pieces = {index: piece for piece, index in self.vocab.items()}
             missing = [piece for piece in ("</s>", "<unk>", "<pad>") if piece not in self.vocab]
             if missing:
@@ -110,9 +113,7 @@ class Tokenizer:
     def language_codes(self) -> list[str]:
         """The target-language codes a multi-target MarianMT model reads first (``>>fr<<`` -> "fr"), in vocabulary
         order; empty for a model with one target language."""
-        if self.vocab is None:
-            return []
-        return [piece[2:-2] for piece in self.vocab if LANGUAGE_CODE.fullmatch(piece)]
+        return list(self._language_codes)
 
     def vocab_size(self, side: str) -> int:
         if self.vocab is not None:
@@ -225,10 +226,14 @@ class Tokenizer:
         return cls(source_processor, spm.SentencePieceProcessor(model_proto=target))
 
 
+def starts_with_language_code(text: str) -> bool:
+    return bool(split_language_code(text.lstrip())[0])
+
+
 def with_language_code(text: str, code: str | None) -> str:
     """``text`` led by the target-language code ``>>code<<`` (as a multi-target MarianMT model reads it), unless
     ``code`` is None or the text already starts with a code."""
-    if code is None or split_language_code(text.lstrip())[0]:
+    if code is None or starts_with_language_code(text):
         return text
     return f">>{code}<< {text}"
 
