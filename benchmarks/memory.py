@@ -211,7 +211,9 @@ def model_budget_rss_mb(ctx: Context) -> list[Record]:
                 for round_index in range(rounds):
                     for index, client in enumerate(clients):
                         name = names[(index + round_index) % 2]
-                        query = f"checkpoint={name}&sentence={sentence.replace(' ', '+')}"
+                        # half the pages on the decoding steps, whose fragment keeps the page's context between runs
+                        view = ("cross", "steps")[index % 2]
+                        query = f"checkpoint={name}&view={view}&sentence={sentence.replace(' ', '+')}"
                         try:
                             client.rerun(query_string=query)
                         except Exception as error:  # a crash or an exception on the page is what this counts
@@ -232,7 +234,7 @@ def model_budget_rss_mb(ctx: Context) -> list[Record]:
             (Check("ratio", "<=", 1.0),),
             {
                 "case": f"{MODEL_SESSIONS} sessions x {rounds} rounds, each opening the other of two models of "
-                f"opus-mt-en-de's shape ({model_mb:.0f} MB of weights each)",
+                f"opus-mt-en-de's shape ({model_mb:.0f} MB of weights each), half on the decoding steps",
                 "baseline_is": f"the server's RSS after one page on the small {ctx.subject.folder.name} "
                 f"({warm:.0f} MB: torch, the page, that model) + the budget ({budget_mb} MB, one and a half models)",
                 "rss_mb_samples": [round(sample) for sample in samples],

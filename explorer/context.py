@@ -11,7 +11,6 @@ from model.card import Card
 from model.checkpoint import CheckpointEntry
 from model.config import TransformerConfig
 from model.trace import Trace
-from model.translator import Translator
 from viz.export import LessonSection
 
 
@@ -49,10 +48,12 @@ class Lesson:
 
 @dataclass(frozen=True)
 class PageContext:
-    """One page run's checkpoint, model, trace and display settings, and where its charts are collected."""
+    """One page run's checkpoint, model configuration, trace and display settings, and where its charts are
+    collected. It holds the configuration, not the model: a session keeps its context between runs (a fragment, a
+    deferred download), and a model closed to stay within the memory budget must not stay alive through it."""
 
     entry: CheckpointEntry
-    translator: Translator
+    config: TransformerConfig
     trace: Trace
     trace_key: TraceKey  # what the experiments' cached results are keyed on
     display: Display
@@ -61,10 +62,6 @@ class PageContext:
     # where the sentence box and the view picker are drawn: None for the page's own flow, in presenter mode a
     # slot in the sidebar (explorer.sidebar.presenter_toggle)
     controls: DeltaGenerator | None = None
-
-    @property
-    def config(self) -> TransformerConfig:
-        return self.translator.config
 
     @property
     def file_stem(self) -> str:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from functools import partial
-
 import pandas as pd
 import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
@@ -37,7 +35,6 @@ from model.card import Card
 from model.checkpoint import CheckpointEntry
 from model.heads import parse_module_name
 from model.tokenizer import starts_with_language_code, with_language_code
-from model.trace import Trace
 from model.translator import Translator
 from viz.export import lesson_html
 
@@ -152,7 +149,9 @@ def open_page() -> PageContext | None:
             "Type a target sentence to see the attention the model gives it; until then the model translates freely."
         )
     st.session_state.translation = trace.translation
-    return PageContext(entry, translator, trace, trace_key, display, first_head(entry, model_key), Lesson(), controls)
+    return PageContext(
+        entry, translator.config, trace, trace_key, display, first_head(entry, model_key), Lesson(), controls
+    )
 
 
 def translation_section(ctx: PageContext, hide_output: bool) -> None:
@@ -231,7 +230,7 @@ def downloads(ctx: PageContext) -> None:
     )
     right.download_button(
         "Download lesson (HTML)",
-        partial(lesson_file, trace, ctx.entry.name, ctx.mode, ctx.lesson),  # not ctx: it holds the model
+        lambda: lesson_file(ctx),
         f"{file_stem}-lesson.html",
         "text/html",
         on_click="ignore",
@@ -240,14 +239,15 @@ def downloads(ctx: PageContext) -> None:
     )
 
 
-def lesson_file(trace: Trace, checkpoint: str, mode: str, lesson: Lesson) -> str:
-    """The lesson export of what the page shows now (its step section follows the fragment's reruns). The download
-    button keeps this call until the session's next run: it is given the trace and the lesson, never the model, so
-    that a model closed to stay within the memory budget is not kept alive by a page left open."""
+def lesson_file(ctx: PageContext) -> str:
+    """The lesson export of what the page shows now (its step section follows the fragment's reruns)."""
+    trace = ctx.trace
     facts = [
-        ("Checkpoint", checkpoint),
+        ("Checkpoint", ctx.entry.name),
         ("Source sentence", trace.source_text),
         ("Translation", trace.translation),
-        ("Decoding", mode),
+        ("Decoding", ctx.mode),
     ]
-    return lesson_html("Attention explorer: a lesson on one sentence", lesson.sections(), facts=facts, caveat=CAVEAT)
+    return lesson_html(
+        "Attention explorer: a lesson on one sentence", ctx.lesson.sections(), facts=facts, caveat=CAVEAT
+    )

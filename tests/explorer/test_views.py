@@ -47,7 +47,7 @@ def positional_view_alone() -> None:
     entry = CheckpointEntry("tiny-en-de", path, read_card(path))
     read_url()
     display = Display(merge_words=False, show_special=True, annotate=False)
-    positional.render(PageContext(entry, load_translator(key.model), compute_trace(key), key, display, (0, 0)))
+    positional.render(PageContext(entry, load_translator(key.model).config, compute_trace(key), key, display, (0, 0)))
 
 
 def test_importing_app_draws_nothing_and_a_view_renders_alone(monkeypatch, tiny_checkpoint):
