@@ -123,6 +123,7 @@ def attention_grid(
             False,
             f"layer {layer}, head {head}<br>{HEATMAP_HOVER}",
             coloraxis="coloraxis",
+            name=f"layer {layer}, head {head}",  # the panel's name in its table (viz.tables)
         )
         for row, layer, head in cells
     ]

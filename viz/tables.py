@@ -98,21 +98,19 @@ def _series_table(figure: go.Figure, traces: list, caption: str) -> FigureTable:
     return FigureTable(caption, _axis_title(x_axis, "x"), _labels(x_axis, xs), columns, values)
 
 
-def _panel_names(figure: go.Figure, count: int) -> list[str]:
-    """What each heatmap panel is called: its hover's first line where it names the panel ("layer 1, head 2"),
-    else its position."""
-    names = []
-    for index, trace in enumerate(figure.select_traces(selector={"type": "heatmap"})):
-        first_line = _plain((trace.hovertemplate or "").split("<br>")[0])
-        names.append(first_line if first_line.startswith("layer ") else f"panel {index + 1}")
-    return names if count > 1 else [""] * count
+def _panel_names(heatmaps: list) -> list[str]:
+    """What each heatmap panel is called in its table's caption: its trace name (the all-heads grid names each
+    "layer L, head H"), else its position; nothing for a figure of one heatmap."""
+    if len(heatmaps) <= 1:
+        return [""] * len(heatmaps)
+    return [_plain(trace.name) if trace.name else f"panel {index + 1}" for index, trace in enumerate(heatmaps)]
 
 
 def figure_tables(figure: go.Figure) -> list[FigureTable]:
     """The figure's numbers as tables: each heatmap on its own, bar and line traces grouped by shared x values."""
     title = _title(figure) or "Chart"
     heatmaps = list(figure.select_traces(selector={"type": "heatmap"}))
-    names = _panel_names(figure, len(heatmaps))
+    names = _panel_names(heatmaps)
     tables = [
         _heatmap_table(figure, trace, f"{title}: {name}" if name else title)
         for trace, name in zip(heatmaps, names, strict=True)
