@@ -11,6 +11,12 @@ from pathlib import Path
 
 import torch
 from safetensors.torch import load_file
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+# Every attention backend but cuDNN's. Under bf16 autocast on Hopper GPUs PyTorch prefers cuDNN's attention, which
+# builds a new cuDNN graph (milliseconds of CPU) for each new batch shape; token-bucketed batches are nearly all new
+# shapes, so most of a GPU training step went into building graphs (benchmarks: train_epoch_s, docs/performance.md).
+TRAINING_ATTENTION_BACKENDS = [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]
 
 
 def inverse_sqrt(step: int, warmup: int) -> float:
@@ -54,9 +60,11 @@ def train_step(
     (or DistributedDataParallel around one), or any stand-in with the same contract (benchmarks step the tutorial
     nn.Transformer through model.training.loss.logits_loss). The sum times ``weight``, divided by ``loss_divisor``,
     is what backpropagates. Under ``use_amp`` the forward runs in bf16 autocast on the batch's device (CUDA, or
-    the CPU with ``--cpu-bf16``) and the loss's softmax in fp32; the weights and the optimiser stay fp32.
+    the CPU with ``--cpu-bf16``) and the loss's softmax in fp32; the weights and the optimiser stay fp32. Attention
+    never runs on cuDNN's backend here (TRAINING_ATTENTION_BACKENDS), and so its backward neither.
     """
-    with torch.autocast(src.device.type, dtype=torch.bfloat16, enabled=use_amp):
+    autocast = torch.autocast(src.device.type, dtype=torch.bfloat16, enabled=use_amp)
+    with sdpa_kernel(TRAINING_ATTENTION_BACKENDS), autocast:
         loss_sum = loss(src, tgt) * weight
     (loss_sum / loss_divisor).backward()
     if clip_norm:

@@ -99,3 +99,22 @@ def test_cpu_bf16_step_is_the_fp32_step_within_bf16_precision_with_attention_in_
     assert 0 < difference < 0.05
     # every attention call of the bf16 step got fp32 inputs with autocast off; the fp32 step's were fp32 anyway
     assert attention_inputs and all(inputs == (torch.float32, False) for inputs in attention_inputs)
+
+
+def test_a_training_step_keeps_attention_off_cudnn_and_gives_the_setting_back():
+    """cuDNN's attention builds a graph for every new batch shape (most of a GPU step with token-bucketed
+    batches), so train_step's forward runs with it switched off, and the setting is as it was afterwards."""
+    torch.manual_seed(0)
+    model = Transformer(small_config(12)).train()
+    seen_during_forward = []
+    attention = model.encoder.layers[0].self_attn
+    attention.register_forward_pre_hook(lambda *_: seen_during_forward.append(torch.backends.cuda.cudnn_sdp_enabled()))
+    src = torch.tensor([[5, 6, 7, 2]])
+    tgt = torch.tensor([[1, 7, 6, 2]])
+    assert torch.backends.cuda.cudnn_sdp_enabled()  # PyTorch's default, which the step must restore
+    optimizer = make_optimizer(model.parameters(), lr=1e-3, weight_decay=0.0)
+    options = {"clip_norm": 1.0, "loss_divisor": 3.0}
+    for use_amp in (False, True):
+        train_step(TranslationLoss(model, 0, 0.1), model.parameters(), optimizer, src, tgt, use_amp=use_amp, **options)
+    assert seen_during_forward == [False, False]
+    assert torch.backends.cuda.cudnn_sdp_enabled()
