@@ -3,10 +3,10 @@
 On the device asked for (``--device cuda`` on a GPU machine) and on the CPU, from the same checkpoint: greedy and
 beam traces of the card's example sentences (the same output, every head's attention and every step's
 probabilities within a tolerance), a batched forward pass under capture (the same), and a few training steps from
-the same weights on the same batch (the same losses, within a looser tolerance: a GPU's kernels sum in another
-order). Each is timed on both. Exits 1 when a result differs, 2 when the device is missing. With ``--device cpu``
-it compares the CPU with itself: it shows the command works where no GPU is (docs/performance.md says which
-figures were measured where). The classroom benchmark and a Multi30k training epoch on the device are
+the same weights on the same batch, dropout off (the same losses, within a looser tolerance: a GPU's kernels sum in
+another order). Each is timed on both. Exits 1 when a result differs, 2 when the device is missing. With
+``--device cpu`` it compares the CPU with itself: it shows the command works where no GPU is (docs/performance.md
+gives the figures of a GPU run). The classroom benchmark and a Multi30k training epoch on the device are
 ``python -m benchmarks.run --device cuda --only classroom_p95_ms,train_epoch_s``.
 """
 
@@ -109,11 +109,12 @@ def compare_training(device: Translator, cpu: Translator, sentences: list[str], 
     src, tgt = batch_of(cpu, sentences)
 
     def run(translator: Translator) -> list[float]:
-        model = copy.deepcopy(translator.model).train().requires_grad_(True)  # the shared model stays as it is
+        # a copy, so that the shared model stays as it is; dropout off, since a GPU draws other masks than the CPU
+        # from the same seed: both devices then compute the same function, and only their arithmetic differs
+        model = copy.deepcopy(translator.model).eval().requires_grad_(True)
         loss = TranslationLoss(model, translator.config.pad_id, label_smoothing=0.1)
         optimizer = make_optimizer(model.parameters(), lr=1e-4, weight_decay=0.0)
         batch = src.to(translator.device), tgt.to(translator.device)
-        torch.manual_seed(0)  # the same dropout draws on the CPU; a GPU draws its own, hence the tolerance
         return [
             float(train_step(loss, model.parameters(), optimizer, *batch, clip_norm=1.0, use_amp=False, loss_divisor=1))
             for _ in range(steps)
