@@ -7,7 +7,7 @@ import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
 import viz
-from explorer.components import assistive, svg_download
+from explorer.components import assistive, reconnect, svg_download
 from explorer.compute import ModelKey, TraceKey, compute_trace, readable_head, source_words
 from explorer.context import Lesson, PageContext
 from explorer.copy import (
@@ -134,6 +134,7 @@ def open_page() -> PageContext | None:
     decoding, display = settings_controls(translator.config.max_len)
     with st.sidebar:
         svg_download.mount()  # draws nothing: it adds the SVG button to every chart's toolbar
+    reconnect.mount()
     text, target = source_section(entry.card, controls)
     if not text.strip():
         st.session_state.translation = ""
