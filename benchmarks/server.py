@@ -1,16 +1,23 @@
-"""Starting a real `streamlit run app.py` server: a free port and waiting for /_stcore/health.
+"""Starting a real `streamlit run app.py` server (a free port, waiting for /_stcore/health), or several behind nginx
+(``python -m deploy.launch``).
 
-Shared by the server-memory benchmark and the browser test suite (tests/helpers.py).
+Shared by the server benchmarks and the browser test suite (tests/helpers.py, tests/browser/test_replicas.py).
 """
 
 from __future__ import annotations
 
+import signal
 import socket
 import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
 
 
 def free_port() -> int:
@@ -43,3 +50,40 @@ def stop(server: subprocess.Popen, grace_s: float = 20.0) -> None:
     except subprocess.TimeoutExpired:
         server.kill()
         server.wait()
+
+
+@contextmanager
+def lecture_hall(replicas: int, run_dir: Path, env: dict[str, str], limit_s: float = 180.0) -> Iterator[str]:
+    """``python -m deploy.launch``: ``replicas`` Streamlit replicas behind nginx on loopback ports, with ``env`` as
+    their environment; yields nginx's URL once every replica answers through it, stops them all after (SIGTERM, as
+    an operator would) and raises if the launcher did not exit cleanly."""
+    port = free_port()
+    first_replica = free_port()
+    log = run_dir / "launcher.log"
+    run_dir.mkdir(parents=True, exist_ok=True)
+    command = [
+        sys.executable, "-m", "deploy.launch",
+        "--replicas", str(replicas),
+        "--port", str(port),
+        "--address", "127.0.0.1",
+        "--first-replica-port", str(first_replica),
+        "--run-dir", str(run_dir),
+    ]  # fmt: skip
+    with log.open("w") as output:
+        launcher = subprocess.Popen(command, cwd=REPO, env=env, stdout=output, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + limit_s
+        while "serving at" not in log.read_text():
+            if launcher.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"deploy.launch did not start (code {launcher.poll()}):\n{log.read_text()[-4000:]}")
+            time.sleep(0.5)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        launcher.send_signal(signal.SIGTERM)
+        try:
+            code = launcher.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            launcher.kill()
+            raise RuntimeError(f"deploy.launch did not stop within 60 s:\n{log.read_text()[-4000:]}") from None
+    if code != 0:
+        raise RuntimeError(f"deploy.launch exited with code {code}:\n{log.read_text()[-4000:]}")

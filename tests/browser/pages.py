@@ -1,7 +1,10 @@
 """What the browser tests read from a page in headless Chromium: its charts, translation, step and sentence box,
-its console errors, and waiting for it (tests/browser/test_browser.py and test_many_pages.py)."""
+its console errors, and waiting for it (tests/browser/test_browser.py, test_many_pages.py, test_replicas.py)."""
 
 from __future__ import annotations
+
+from model.trace import Trace
+from viz.tokens import display_labels
 
 WAIT_S = 90  # an upper bound for the page to react on a busy 2-core machine, not a timing assertion
 # JavaScript that reads what plotly drew: each chart's title and tick labels from its graph div.
@@ -89,3 +92,39 @@ def shown_sentence(driver) -> str:
         return None if sentence is None else [sentence]  # in a list, so that an empty sentence counts as read
 
     return wait_until(driver, read, "the page shows no sentence box")[0]
+
+
+# One round trip for everything a classroom page is checked on: six pages poll at once on two cores.
+READ_PAGE = """
+const box = document.querySelector("input[aria-label='Source sentence']");
+const heading = document.querySelector("[data-testid='stMarkdownContainer'] h3");
+const step = Array.from(document.querySelectorAll('p > strong'))
+    .find(strong => strong.innerText.trim().startsWith('Step '));
+const cross = Array.from(document.querySelectorAll('.js-plotly-plot'))
+    .find(gd => ((gd.layout.title && gd.layout.title.text) || '').includes(': cross-attention, layer '));
+return {
+    sentence: box ? box.value : null,
+    translation: heading ? heading.innerText.trim() : null,
+    step: step ? step.parentElement.innerText : '',
+    source: cross ? cross.layout.xaxis.ticktext : null,
+};
+"""
+
+
+def shows(driver, sentence: str, expected: Trace, step: int) -> bool:
+    """The page holds this sentence, its translation, its source tokens and this decoding step."""
+    page = driver.execute_script(READ_PAGE)
+    return (
+        page["sentence"] == sentence
+        and page["translation"] == expected.translation
+        and page["source"] == display_labels(expected.source_pieces)
+        and page["step"].startswith(f"Step {step + 1} of {expected.n_steps}.")
+    )
+
+
+def in_parallel(function, *argument_lists) -> list:
+    """Run ``function`` once per page, each in its own thread; re-raise the first failure."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(len(argument_lists[0])) as pool:
+        return list(pool.map(function, *argument_lists))

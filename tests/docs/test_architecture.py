@@ -60,6 +60,10 @@ def test_the_model_core_never_imports_the_analyses_or_training():
     assert breaches("model", ("model.analysis", "model.training"), skip=every - core - interop) == {}
 
 
+def test_the_launcher_runs_the_app_without_importing_it():
+    assert breaches("deploy", ("model", "explorer", "viz", "app", "torch", "streamlit", "plotly")) == {}
+
+
 def test_analyses_never_import_training():
     assert breaches("model/analysis", ("model.training",)) == {}
 
