@@ -10,7 +10,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from explorer.admission import FifoGate, available_cores, shared_gate
-from tests.helpers import APP, CHECKPOINTS_ENV
+from tests.helpers import APP, CHECKPOINTS_ENV, REPO
 
 
 def wait_until(condition, limit_s: float = 10.0) -> None:
@@ -178,3 +178,13 @@ def test_a_page_run_waits_for_its_turn_and_then_draws_the_page(monkeypatch, tiny
     assert not run.is_alive() and not app.exception
     assert app.text_input(key="sentence").value  # the whole page was drawn once admitted
     assert not gate.is_full()
+
+
+def test_the_server_runs_no_full_garbage_collection_after_each_page_run(monkeypatch):
+    """Streamlit's default gc.collect(2) after every script run was most of a real server's CPU per edit, holding the
+    interpreter lock against every other session (docs/performance.md); the app's configuration turns it off."""
+    from streamlit import config
+
+    monkeypatch.chdir(REPO)  # where `streamlit run app.py` starts, and reads .streamlit/config.toml
+    config.get_config_options(force_reparse=True)
+    assert config.get_option("runner.postScriptGC") is False
