@@ -97,6 +97,16 @@ class PageClient:
                 if forward.script_finished == ForwardMsg.FINISHED_SUCCESSFULLY:
                     return received
 
+    @property
+    def replica(self) -> str:
+        """Behind deploy.launch's nginx: the replica that took this connection (the explorer_replica cookie nginx
+        set on the handshake's answer); "" elsewhere."""
+        for header in self.connection.response.headers.get_all("Set-Cookie"):
+            name, _, rest = header.partition("=")
+            if name.strip() == "explorer_replica":
+                return rest.split(";")[0]
+        return ""
+
     def close(self) -> None:
         self.connection.close()
 

@@ -17,18 +17,20 @@ OPERATORS = {"<=": operator.le, ">=": operator.ge}
 
 @dataclass(frozen=True)
 class Check:
-    """A condition on ``value`` or ``ratio``, e.g. Check("ratio", "<=", 1.3)."""
+    """A condition on ``value``, ``ratio`` or a number in the record's params, e.g. Check("ratio", "<=", 1.3) or
+    Check("errors", "<=", 0)."""
 
-    on: str  # "value" or "ratio"
+    on: str  # "value", "ratio", or a key of the record's params
     op: str  # "<=" or ">="
     limit: float
 
     def __post_init__(self) -> None:
-        if self.on not in ("value", "ratio") or self.op not in OPERATORS:
+        if not self.on or self.op not in OPERATORS:
             raise ValueError(f"bad check {self}")
 
-    def holds(self, value: float, ratio: float) -> bool:
-        return OPERATORS[self.op](value if self.on == "value" else ratio, self.limit)
+    def holds(self, value: float, ratio: float, params: dict[str, Any] | None = None) -> bool:
+        measured = value if self.on == "value" else ratio if self.on == "ratio" else (params or {})[self.on]
+        return OPERATORS[self.op](measured, self.limit)
 
     def text(self, unit: str) -> str:
         return f"{self.on} {self.op} {self.limit:g}" + (f" {unit}" if self.on == "value" else "")
@@ -58,7 +60,7 @@ class Record:
         """None when there is no target to meet."""
         if not self.checks:
             return None
-        return all(check.holds(self.value, self.ratio) for check in self.checks)
+        return all(check.holds(self.value, self.ratio, self.params) for check in self.checks)
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -30,6 +30,7 @@ from benchmarks import (
     live_training,
     memory,
     model_benchmarks,
+    proxy_load,
     training_benchmarks,
     training_vs_torch,
 )
@@ -136,6 +137,16 @@ BENCHMARKS = (
         ("model_budget_rss_mb",),
         single(memory.model_budget_rss_mb),
         "peak RSS of a server whose budget holds 1.5 opus-mt-en-de-shaped models while 10 sessions open two in turns",
+    ),
+    Benchmark(
+        ("proxy_p95_ms",),
+        single(proxy_load.proxy_p95_ms),
+        "sessions through nginx (python -m deploy.launch), 30/60/120 at once: p95 with 2 replicas vs 1, and errors",
+    ),
+    Benchmark(
+        ("proxy_failover_s",),
+        single(proxy_load.proxy_failover_s),
+        "60 sessions on 2 replicas behind nginx, the busier one killed: seconds until its sessions are back",
     ),
     Benchmark(
         ("train_epoch_s",),

@@ -26,14 +26,17 @@ import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO
 
 REPO = Path(__file__).resolve().parent.parent
 TEMPLATE = Path(__file__).with_name("nginx.conf.template")
 REPLICA_ADDRESS = "127.0.0.1"  # replicas answer nginx only
 START_LIMIT_S = 120.0  # a replica imports torch and plotly and opens its checkpoint before it answers
 CHECK_EVERY_S = 2.0
-MISSED_CHECKS_LIMIT = 3  # a running replica that misses this many health checks in a row is restarted
-HEALTH_TIMEOUT_S = 2.0
+# A replica busy with a whole class answers its health check late (its sessions' Python holds the lock): only one
+# that has not answered for about half a minute (6 checks of up to 5 s, 2 s apart) is taken for hung and restarted.
+MISSED_CHECKS_LIMIT = 6
+HEALTH_TIMEOUT_S = 5.0
 COOKIE_SECRET_ENV = "STREAMLIT_SERVER_COOKIE_SECRET"  # one you set is kept (several machines must share one)
 
 
@@ -66,7 +69,7 @@ class Replica:
     answered: bool = False  # answered a health check since it was (re)started
     missed: int = 0
     restarts: int = 0
-    output: object = field(default=None, repr=False)
+    output: IO[str] | None = field(default=None, repr=False)
 
     @property
     def url(self) -> str:
@@ -106,8 +109,10 @@ def answers(url: str, timeout_s: float = HEALTH_TIMEOUT_S) -> bool:
 
 
 def port_in_use(address: str, port: int) -> bool:
-    """Whether something already listens on (or holds) ``address:port``, tried by binding it."""
+    """Whether something already listens on ``address:port``, tried by binding it as the servers will (a port that
+    only closed connections linger on is free to them)."""
     with socket.socket(socket.AF_INET6 if ":" in address else socket.AF_INET) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             probe.bind((address, port))
         except OSError:

@@ -65,6 +65,8 @@ EXPECTED = {
     "live_click_ms",
     "classroom_training_p95_ms",
     "training_rss_mb",
+    "proxy_p95_ms",
+    "proxy_failover_s",
 }
 FIELDS = {"name", "value", "unit", "baseline", "ratio", "target", "met", "params"}
 # cheap on a tiny model; together they cover the ms, tokens/s and budget-baseline kinds of record
@@ -90,6 +92,13 @@ def test_record_ratio_target_and_met():
     record = Record("x", 3.0, "ms", 2.0, (Check("ratio", "<=", 1.3), Check("value", "<=", 10.0)))
     assert record.ratio == 1.5 and record.target == "ratio <= 1.3 and value <= 10 ms" and not record.met
     assert json.loads(record.to_json())["ratio"] == 1.5
+
+
+def test_a_check_on_a_reported_number_decides_met_with_the_others():
+    checks = (Check("value", "<=", 2500.0), Check("errors", "<=", 0))
+    assert Record("x", 900.0, "ms", 800.0, checks, {"errors": 0.0}).met is True
+    failed = Record("x", 900.0, "ms", 800.0, checks, {"errors": 2.0})  # fast, but sessions failed
+    assert failed.met is False and failed.target == "value <= 2500 ms and errors <= 0"
 
 
 def test_a_record_without_target_is_neither_met_nor_missed():
