@@ -1,7 +1,7 @@
 """The container files (deploy/Dockerfile, deploy/compose.yaml, deploy/nginx-compose.conf) against the repository
-they package. No container runs here: this machine has Docker's client but no daemon, and no podman
-(docs/deploy.md); these tests keep the files true to the code (paths, ports, the nginx configuration the launcher
-writes), and tests/browser/test_replicas.py runs the same nginx set-up for real."""
+they package. No container runs here: this machine has Docker's client but no daemon, and podman installs but pulls
+no base image and runs none (docs/deploy.md). These tests keep the files true to the code (paths, ports, the nginx
+configuration the launcher writes), and tests/browser/test_replicas.py runs the same nginx set-up for real."""
 
 from __future__ import annotations
 
