@@ -252,6 +252,18 @@ def missing_browser() -> str | None:
     return None
 
 
+def need_nginx() -> None:
+    """Skip without Debian's nginx (the lecture-hall tests), except in CI, where .ci/run installs it and its absence
+    is a failure."""
+    import pytest
+
+    if shutil.which("nginx") or shutil.which("/usr/sbin/nginx"):
+        return
+    if os.environ.get("CI") == "true":
+        pytest.fail("nginx is missing in CI: .ci/run installs it (apt-get install nginx)")
+    pytest.skip("nginx is not installed (apt-get install nginx)")
+
+
 @contextmanager
 def streamlit_server(
     checkpoints: Path, log_dir: Path | None = None, port: int | None = None, script: Path = REPO / "app.py"

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import signal
 import time
 from collections import Counter
@@ -22,7 +21,7 @@ from benchmarks.server import lecture_hall
 from deploy.launch import answers
 from model.trace import Trace
 from tests.browser.pages import console_errors, in_parallel, shows, wait_until
-from tests.helpers import CHECKPOINTS_ENV, chromium, click_button
+from tests.helpers import CHECKPOINTS_ENV, chromium, click_button, need_nginx
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -43,11 +42,7 @@ return request.status === 200;
 
 @pytest.fixture
 def nginx_ready() -> None:
-    if shutil.which("nginx") or shutil.which("/usr/sbin/nginx"):
-        return
-    if os.environ.get("CI") == "true":
-        pytest.fail("nginx is missing in CI: .ci/run installs it (apt-get install nginx)")
-    pytest.skip("nginx is not installed (apt-get install nginx)")
+    need_nginx()
 
 
 def session_of(driver) -> str:

@@ -19,17 +19,9 @@ from pathlib import Path
 import pytest
 
 from deploy import launch
-from tests.helpers import REPO, free_port
+from tests.helpers import REPO, free_port, need_nginx
 
 NGINX = launch.shutil.which("nginx") or launch.shutil.which("/usr/sbin/nginx")
-
-
-def need_nginx() -> None:
-    """Skip without nginx, except in CI (.ci/run installs it), where its absence is a failure."""
-    if NGINX is None:
-        if os.environ.get("CI") == "true":
-            pytest.fail("nginx is missing in CI: .ci/run installs it (apt-get install nginx)")
-        pytest.skip("nginx is not installed (apt-get install nginx)")
 
 
 def run_launcher(*arguments: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
