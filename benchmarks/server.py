@@ -55,8 +55,9 @@ def stop(server: subprocess.Popen, grace_s: float = 20.0) -> None:
 @contextmanager
 def lecture_hall(replicas: int, run_dir: Path, env: dict[str, str], limit_s: float = 180.0) -> Iterator[str]:
     """``python -m deploy.launch``: ``replicas`` Streamlit replicas behind nginx on loopback ports, with ``env`` as
-    their environment; yields nginx's URL once every replica answers through it, stops them all after (SIGTERM, as
-    an operator would) and raises if the launcher did not exit cleanly."""
+    their environment; yields nginx's URL once the launcher says it is serving (every replica answered its health
+    check, and nginx its own), stops them all after (SIGTERM, as an operator would) and raises if the launcher did
+    not exit cleanly."""
     port = free_port()
     first_replica = free_port()
     log = run_dir / "launcher.log"
