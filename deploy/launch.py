@@ -37,6 +37,9 @@ CHECK_EVERY_S = 2.0
 # that has not answered for about half a minute (6 checks of up to 5 s, 2 s apart) is taken for hung and restarted.
 MISSED_CHECKS_LIMIT = 6
 HEALTH_TIMEOUT_S = 5.0
+# A replica that fails again before it ever answered (a broken checkpoint folder, a port taken meanwhile) is retried
+# after 2, 4, 8, ... s, at most this long, instead of being started again every check.
+BACKOFF_LIMIT_S = 60.0
 COOKIE_SECRET_ENV = "STREAMLIT_SERVER_COOKIE_SECRET"  # one you set is kept (several machines must share one)
 
 
@@ -69,6 +72,8 @@ class Replica:
     answered: bool = False  # answered a health check since it was (re)started
     missed: int = 0
     restarts: int = 0
+    failed_starts: int = 0  # restarts in a row of a replica that had not answered since its start
+    retry_at: float = 0.0  # no restart before this time (backing off)
     output: IO[str] | None = field(default=None, repr=False)
 
     @property
@@ -262,7 +267,8 @@ def wait_until_healthy(replicas: list[Replica], limit_s: float) -> None:
 
 def check_replicas(replicas: list[Replica], now: Callable[[], float] = time.monotonic) -> bool:
     """One round of health checks: restart a replica that exited, that stopped answering for MISSED_CHECKS_LIMIT
-    checks in a row, or that never answered within START_LIMIT_S of its start. Returns whether one was restarted."""
+    checks in a row, or that never answered within START_LIMIT_S of its start; one that keeps failing before it
+    ever answers is retried less and less often (up to BACKOFF_LIMIT_S). Returns whether one was restarted."""
     restarted = False
     for replica in replicas:
         reason = None
@@ -276,12 +282,19 @@ def check_replicas(replicas: list[Replica], now: Callable[[], float] = time.mono
                 reason = f"missed {replica.missed} health checks in a row"
         elif now() - replica.started_at > START_LIMIT_S:
             reason = f"did not answer within {START_LIMIT_S:.0f} s of its start"
-        if reason:
-            replica.restarts += 1
-            say(f"replica on port {replica.port} {reason}: restarting it (restart {replica.restarts})")
-            replica.stop(grace_s=5.0)
-            replica.start()
-            restarted = True
+        if reason is None or now() < replica.retry_at:
+            continue
+        replica.failed_starts = 0 if replica.answered else replica.failed_starts + 1
+        replica.restarts += 1
+        note = ""
+        if replica.failed_starts:
+            delay = min(BACKOFF_LIMIT_S, 2.0**replica.failed_starts)
+            replica.retry_at = now() + delay
+            note = f"; it has not answered since its last start: if it fails again, the next try waits {delay:.0f} s"
+        say(f"replica on port {replica.port} {reason}: restarting it (restart {replica.restarts}){note}")
+        replica.stop(grace_s=5.0)
+        replica.start()
+        restarted = True
     return restarted
 
 

@@ -196,6 +196,34 @@ def test_a_starting_replica_gets_its_start_limit_before_it_is_restarted(tmp_path
         replica.stop()
 
 
+def test_a_replica_that_keeps_failing_before_it_answers_is_retried_less_and_less_often(tmp_path, capsys):
+    replica = launch.Replica(
+        free_port(), tmp_path / "broken.log", [sys.executable, "-c", "raise SystemExit(3)"], dict(os.environ)
+    )
+
+    def check_at(moment: float) -> bool:
+        replica.process.wait()  # it exits at once, every time
+        return launch.check_replicas([replica], now=lambda: moment)
+
+    replica.start()
+    try:
+        replica.answered = True  # as if it had run well, then died: restarted at once
+        assert check_at(1000.0) is True and replica.retry_at == 0.0
+        assert check_at(1000.0) is True  # died before answering: restarted, and the next try waits 2 s
+        assert check_at(1001.9) is False
+        assert check_at(1002.0) is True  # then 4 s
+        assert check_at(1005.9) is False
+        assert check_at(1006.0) is True
+        assert replica.retry_at == 1014.0 and replica.restarts == 4
+        replica.failed_starts = 20
+        assert check_at(1014.0) is True and replica.retry_at == 1014.0 + launch.BACKOFF_LIMIT_S  # never longer
+        assert "it has not answered since its last start: if it fails again, the next try waits 4 s" in (
+            capsys.readouterr().err
+        )
+    finally:
+        replica.stop()
+
+
 def test_the_process_table_names_each_replicas_port_and_pid(tmp_path):
     replicas = [sleeper(tmp_path, free_port()) for _ in range(2)]
     try:
