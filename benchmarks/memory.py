@@ -20,7 +20,6 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -32,6 +31,7 @@ from benchmarks.context import Context
 from benchmarks.records import Check, Record
 from benchmarks.server import free_port, stop, wait_for_health
 from benchmarks.subject import REPO, sentence_with_pieces
+from deploy.launch import replica_command
 
 START_LIMIT_S = 120
 RUN_LIMIT_S = 120
@@ -117,14 +117,7 @@ def app_server(ctx: Context, log_dir: Path, **env: str) -> Iterator[tuple[str, i
     CUDA unless the subject runs there); yields its URL and process id, stops it after."""
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    command = [
-        sys.executable, "-m", "streamlit", "run", "app.py",
-        "--server.headless", "true",
-        "--server.port", str(port),
-        "--server.address", "127.0.0.1",
-        "--server.fileWatcherType", "none",
-        "--browser.gatherUsageStats", "false",
-    ]  # fmt: skip
+    command = replica_command(port)  # served as the lecture-hall launcher serves each replica
     environment = {**os.environ, **env}
     if ctx.subject.device.type != "cuda":
         environment["CUDA_VISIBLE_DEVICES"] = ""  # the page's "auto" device then means the CPU, as asked

@@ -252,16 +252,19 @@ def missing_browser() -> str | None:
     return None
 
 
-def need_nginx() -> None:
-    """Skip without Debian's nginx (the lecture-hall tests), except in CI, where .ci/run installs it and its absence
-    is a failure."""
+def need_nginx() -> str:
+    """The nginx the launcher finds (deploy.launch.find_nginx); without one, skip (the lecture-hall tests), except in
+    CI, where .ci/run installs it and its absence is a failure."""
     import pytest
 
-    if shutil.which("nginx") or shutil.which("/usr/sbin/nginx"):
-        return
-    if os.environ.get("CI") == "true":
-        pytest.fail("nginx is missing in CI: .ci/run installs it (apt-get install nginx)")
-    pytest.skip("nginx is not installed (apt-get install nginx)")
+    from deploy.launch import LaunchError, find_nginx
+
+    try:
+        return find_nginx(None)
+    except LaunchError as error:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"nginx is missing in CI (.ci/run installs it): {error}")
+        pytest.skip(str(error))
 
 
 @contextmanager

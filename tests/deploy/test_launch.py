@@ -21,8 +21,6 @@ import pytest
 from deploy import launch
 from tests.helpers import REPO, free_port, need_nginx
 
-NGINX = launch.shutil.which("nginx") or launch.shutil.which("/usr/sbin/nginx")
-
 
 def run_launcher(*arguments: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     return subprocess.run(
@@ -94,9 +92,9 @@ def test_a_missing_nginx_is_named_with_how_to_install_it(tmp_path, monkeypatch):
 
 
 def test_the_written_configuration_is_accepted_by_nginx_and_names_every_replica(tmp_path):
-    need_nginx()
+    nginx = need_nginx()
     ports = (free_port(), free_port(), free_port())
-    plan = launch.Plan(3, "127.0.0.1", free_port(), ports, tmp_path, NGINX)
+    plan = launch.Plan(3, "127.0.0.1", free_port(), ports, tmp_path, nginx)
     (tmp_path / "temp").mkdir()
     config = launch.plan_config(plan, tmp_path / "temp")
     (tmp_path / "nginx.conf").write_text(config)
