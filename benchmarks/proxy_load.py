@@ -40,7 +40,7 @@ def cpu_s(pid: int) -> float:
 
 
 def hall_cpu_s(run_dir: Path) -> float:
-    """CPU seconds used so far by the hall's replicas (nginx's share is small and not counted)."""
+    """CPU seconds used so far by the hall's replicas (nginx's are not counted)."""
     pids = list(json.loads((run_dir / "replicas.json").read_text()).values())
     return sum(cpu_s(pid) for pid in pids)
 

@@ -227,6 +227,7 @@ class Tokenizer:
 
 
 def starts_with_language_code(text: str) -> bool:
+    """Whether ``text`` (leading spaces aside) begins with a ``>>xx<<`` target-language code."""
     return bool(split_language_code(text.lstrip())[0])
 
 
