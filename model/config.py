@@ -18,6 +18,7 @@ OPTIONAL_FIELDS = (
     "scale_embedding",
     "final_logits_bias",
     "decoder_start_id",
+    "src_pad_id",
     "attention_dropout",
     "activation_dropout",
 )
@@ -59,6 +60,9 @@ class TransformerConfig:
     scale_embedding: bool = True  # multiply embeddings by sqrt(d_model) (section 3.4)
     final_logits_bias: bool = False  # a fixed (1, V) buffer added to the logits (MarianMT's final_logits_bias)
     decoder_start_id: int | None = None  # first decoder input; None: bos_id. May equal pad_id: it is never masked
+    # the id that pads sources, when the source vocabulary is not the target's (a MarianMT model with separate
+    # vocabularies puts <pad> last in each, so two sizes give two pad ids); None: pad_id
+    src_pad_id: int | None = None
     # dropout on the attention probabilities and inside the feed-forward network (after its activation); None:
     # ``dropout`` (also what a config.json without them means). fairseq's transformer recipes set both to 0.
     attention_dropout: float | None = None
@@ -81,6 +85,10 @@ class TransformerConfig:
             )
         if self.share_embeddings and self.src_vocab_size != self.tgt_vocab_size:
             problems.append("share_embeddings needs src_vocab_size == tgt_vocab_size")
+        if self.share_embeddings and self.source_pad_id != self.pad_id:
+            problems.append("share_embeddings needs src_pad_id == pad_id (one vocabulary)")
+        if self.src_pad_id is not None and not 0 <= self.src_pad_id < self.src_vocab_size:
+            problems.append(f"src_pad_id={self.src_pad_id} is outside the source vocabulary")
         for name in ("src_vocab_size", "tgt_vocab_size", "d_model", "n_heads", "d_ff", "max_len"):
             if getattr(self, name) <= 0:
                 problems.append(f"{name} must be positive")
@@ -114,6 +122,11 @@ class TransformerConfig:
     @property
     def activation_dropout_p(self) -> float:
         return self.dropout if self.activation_dropout is None else self.activation_dropout
+
+    @property
+    def source_pad_id(self) -> int:
+        """The id that pads sources and marks the source keys attention hides: src_pad_id, else pad_id."""
+        return self.pad_id if self.src_pad_id is None else self.src_pad_id
 
     @property
     def start_id(self) -> int:

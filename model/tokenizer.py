@@ -1,8 +1,10 @@
 """SentencePiece tokenizers for source and target (one joint model or two separate ones).
 
 Marian mode (MarianMT / OPUS-MT, ``model.interop.marian``): source.spm cuts sources,
-target.spm cuts targets, and one vocab.json maps piece strings (not SentencePiece ids) to
-model ids, ``<unk>`` for the rest. ``>>xx<<`` language codes are looked up whole.
+target.spm cuts targets, and vocab.json maps piece strings (not SentencePiece ids) to
+model ids, ``<unk>`` for the rest. A model with separate vocabularies (the tc-big ones) has a
+target_vocab.json beside it for the target side, with special ids of its own. ``>>xx<<``
+language codes are looked up whole.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import sentencepiece as spm
 PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
 WORD_START = "\u2581"  # SentencePiece's "▁" marks a piece that begins a word
 MARIAN_FILES = ("source.spm", "target.spm", "vocab.json")
+MARIAN_TARGET_VOCAB = "target_vocab.json"  # a Marian model's target vocabulary, when it is not vocab.json
 LANGUAGE_CODE = re.compile(r">>[A-Za-z0-9_]+<<")  # a multi-target MarianMT model's ">>fr<<" piece
 
 
@@ -66,29 +69,50 @@ def load_sentencepiece(path: Path) -> spm.SentencePieceProcessor:
     return processor
 
 
+class VocabularyError(ValueError):
+    """A Marian vocabulary table that cannot be used; ``file`` names it (vocab.json or target_vocab.json)."""
+
+    def __init__(self, file: str, problem: str) -> None:
+        super().__init__(f"{file} {problem}")
+        self.file = file
+
+
+def piece_table(vocab: dict[str, int], file: str) -> dict[int, str]:
+    """id -> piece of a Marian vocabulary, which must hold </s>, <unk> and <pad> and number its pieces 0..N-1."""
+    missing = [piece for piece in ("</s>", "<unk>", "<pad>") if piece not in vocab]
+    if missing:
+        raise VocabularyError(file, f"lacks {', '.join(missing)}")
+    pieces = {index: piece for piece, index in vocab.items()}
+    if sorted(pieces) != list(range(len(vocab))):
+        raise VocabularyError(file, "ids must be 0..N-1, each used once")
+    return pieces
+
+
 @dataclass
 class Tokenizer:
     """Source and target SentencePiece processors; ``joint`` when both sides share one model.
 
-    With ``vocab`` (Marian mode) ids come from that piece -> id table, not from SentencePiece.
+    With ``vocab`` (Marian mode) ids come from that piece -> id table, not from SentencePiece; with
+    ``target_vocab`` too, ``vocab`` is the source side's and ``target_vocab`` the target side's.
     """
 
     source: spm.SentencePieceProcessor
     target: spm.SentencePieceProcessor
     vocab: dict[str, int] | None = None
-    _pieces: dict[int, str] = field(default_factory=dict, init=False, repr=False, compare=False)
+    target_vocab: dict[str, int] | None = None
+    _pieces: dict[str, dict[int, str]] = field(default_factory=dict, init=False, repr=False, compare=False)
     _language_codes: list[str] = field(default_factory=list, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        if self.target_vocab is not None and self.vocab is None:
+            raise ValueError("a target_vocab needs a source vocab (Marian mode)")
         if self.vocab is not None:
             # read once: a page asks on every run, and an OPUS-MT vocabulary has tens of thousands of pieces
+            # (the codes are source pieces: a multi-target model reads ">>fr<<" in front of the sentence)
             self._language_codes = [piece[2:-2] for piece in self.vocab if LANGUAGE_CODE.fullmatch(piece)]
-            self._pieces = {index: piece for piece, index in self.vocab.items()}
-            missing = [piece for piece in ("</s>", "<unk>", "<pad>") if piece not in self.vocab]
-            if missing:
-                raise ValueError(f"vocab.json lacks {', '.join(missing)}")
-            if sorted(self._pieces) != list(range(len(self.vocab))):
-                raise ValueError("vocab.json ids must be 0..N-1, each used once")
+            source = piece_table(self.vocab, "vocab.json")
+            target = source if self.target_vocab is None else piece_table(self.target_vocab, MARIAN_TARGET_VOCAB)
+            self._pieces = {"source": source, "target": target}
 
     @property
     def joint(self) -> bool:
@@ -99,16 +123,29 @@ class Tokenizer:
         return self.vocab is not None
 
     @property
+    def separate_vocabularies(self) -> bool:
+        """Marian mode with a target vocabulary of its own (target_vocab.json)."""
+        return self.target_vocab is not None
+
+    @property
     def files(self) -> list[str]:
         """The file names this tokenizer is saved as."""
         if self.marian:
-            return list(MARIAN_FILES)
+            return [*MARIAN_FILES, MARIAN_TARGET_VOCAB] if self.separate_vocabularies else list(MARIAN_FILES)
         return ["tokenizer.model"] if self.joint else ["source.model", "target.model"]
 
     def processor(self, side: str) -> spm.SentencePieceProcessor:
         if side not in ("source", "target"):
             raise ValueError(f"side must be 'source' or 'target', not {side!r}")
         return self.source if side == "source" else self.target
+
+    def side_vocab(self, side: str) -> dict[str, int]:
+        """Marian mode: the piece -> id table of one side (the same table for both unless the vocabularies are
+        separate)."""
+        if self.vocab is None:
+            raise ValueError("only a Marian tokenizer has piece -> id tables")
+        self.processor(side)  # refuses a side other than "source" or "target"
+        return self.target_vocab if side == "target" and self.target_vocab is not None else self.vocab
 
     def language_codes(self) -> list[str]:
         """The target-language codes a multi-target MarianMT model reads first (``>>fr<<`` -> "fr"), in vocabulary
@@ -117,7 +154,7 @@ class Tokenizer:
 
     def vocab_size(self, side: str) -> int:
         if self.vocab is not None:
-            return len(self.vocab)
+            return len(self.side_vocab(side))
         return self.processor(side).get_piece_size()
 
     def encode(self, text: str, side: str = "source", sampling: float = 0.0) -> list[int]:
@@ -133,15 +170,17 @@ class Tokenizer:
             return self.processor(side).encode(text, out_type=int, **options)
         code, text = split_language_code(text)
         pieces = code + self.processor(side).encode(text, out_type=str, **options)
-        unk = self.vocab["<unk>"]
-        return [self.vocab.get(piece, unk) for piece in pieces]
+        vocab = self.side_vocab(side)
+        unk = vocab["<unk>"]
+        return [vocab.get(piece, unk) for piece in pieces]
 
     def decode(self, ids: Iterable[int], side: str = "target") -> str:
         """Text of ids; special tokens (pad, bos, eos; Marian: also unk) are dropped."""
         special = self.special_ids(side)
         if self.vocab is not None:
             dropped = {special["pad_id"], special["eos_id"], special["unk_id"]}
-            pieces = [self._pieces[i] for i in ids if i not in dropped and i in self._pieces]
+            known = self._pieces[side]
+            pieces = [known[i] for i in ids if i not in dropped and i in known]
             return self.processor(side).decode_pieces(pieces).replace(WORD_START, " ").strip()
         processor = self.processor(side)
         dropped = {special["pad_id"], special["bos_id"], special["eos_id"]}
@@ -150,32 +189,38 @@ class Tokenizer:
     def pieces(self, ids: Iterable[int], side: str = "source") -> list[str]:
         """Piece strings of ids; special tokens appear as <pad>, <s>, </s>, <unk>."""
         if self.vocab is not None:
-            return [self._pieces.get(i, "<unk>") for i in ids]
+            known = self._pieces[side]
+            return [known.get(i, "<unk>") for i in ids]
         processor = self.processor(side)
         return [processor.id_to_piece(i) for i in ids]
 
     def special_ids(self, side: str = "target") -> dict[str, int | None]:
         """pad, unk, bos and eos ids (bos None when the vocabulary has no <s>, as in MarianMT)."""
         if self.vocab is not None:
+            vocab = self.side_vocab(side)
             return {
-                "pad_id": self.vocab["<pad>"],
-                "unk_id": self.vocab["<unk>"],
-                "bos_id": self.vocab.get("<s>"),
-                "eos_id": self.vocab["</s>"],
+                "pad_id": vocab["<pad>"],
+                "unk_id": vocab["<unk>"],
+                "bos_id": vocab.get("<s>"),
+                "eos_id": vocab["</s>"],
             }
         processor = self.processor(side)
         ids = {"pad_id": processor.pad_id(), "unk_id": processor.unk_id()}
         return {**ids, "bos_id": processor.bos_id(), "eos_id": processor.eos_id()}
 
     def save(self, folder: Path) -> list[str]:
-        """Write tokenizer.model (joint), source.model + target.model, or Marian's three files; return the names."""
+        """Write tokenizer.model (joint), source.model + target.model, or Marian's three files (four with a target
+        vocabulary of its own); return the names."""
         folder = Path(folder)
         if self.vocab is not None:
             (folder / "source.spm").write_bytes(self.source.serialized_model_proto())
             (folder / "target.spm").write_bytes(self.target.serialized_model_proto())
-            text = json.dumps(self.vocab, indent=2, ensure_ascii=False) + "\n"
-            (folder / "vocab.json").write_text(text, encoding="utf-8")
-            return list(MARIAN_FILES)
+            tables = {"vocab.json": self.vocab, MARIAN_TARGET_VOCAB: self.target_vocab}
+            for name, table in tables.items():
+                if table is not None:
+                    text = json.dumps(table, indent=2, ensure_ascii=False) + "\n"
+                    (folder / name).write_text(text, encoding="utf-8")
+            return self.files
         if self.joint:
             (folder / "tokenizer.model").write_bytes(self.source.serialized_model_proto())
             return ["tokenizer.model"]
@@ -198,25 +243,19 @@ class Tokenizer:
 
     @classmethod
     def load_marian(cls, folder: Path) -> Tokenizer:
-        """source.spm + target.spm + vocab.json, as MarianTokenizer.save_pretrained writes them."""
+        """source.spm + target.spm + vocab.json (+ target_vocab.json when the target side has a vocabulary of its
+        own), as MarianTokenizer.save_pretrained writes them."""
         folder = Path(folder)
         missing = [name for name in MARIAN_FILES if not (folder / name).is_file()]
         if missing:
             raise FileNotFoundError(f"{folder}: Marian tokenizer files missing: {', '.join(missing)}")
-        path = folder / "vocab.json"
-        try:
-            vocab = json.loads(path.read_text(encoding="utf-8"))
-        except (json.JSONDecodeError, UnicodeDecodeError) as error:
-            raise ValueError(f"{path}: not valid JSON ({error})") from error
-        if not isinstance(vocab, dict) or not all(
-            isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) for k, v in vocab.items()
-        ):
-            raise ValueError(f"{path}: expected an object mapping piece strings to integer ids")
+        vocab = read_vocab(folder / "vocab.json")
+        target_vocab = read_vocab(folder / MARIAN_TARGET_VOCAB) if (folder / MARIAN_TARGET_VOCAB).is_file() else None
         source, target = load_sentencepiece(folder / "source.spm"), load_sentencepiece(folder / "target.spm")
         try:
-            return cls(source, target, vocab)
-        except ValueError as error:
-            raise ValueError(f"{path}: {error}") from error
+            return cls(source, target, vocab, target_vocab)
+        except VocabularyError as error:
+            raise ValueError(f"{folder / error.file}: {error}") from error
 
     @classmethod
     def from_model_bytes(cls, source: bytes, target: bytes | None = None) -> Tokenizer:
@@ -224,6 +263,19 @@ class Tokenizer:
         if target is None:
             return cls(source_processor, source_processor)
         return cls(source_processor, spm.SentencePieceProcessor(model_proto=target))
+
+
+def read_vocab(path: Path) -> dict[str, int]:
+    """A Marian vocabulary file: a JSON object mapping piece strings to integer ids."""
+    try:
+        vocab = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise ValueError(f"{path}: not valid JSON ({error})") from error
+    if not isinstance(vocab, dict) or not all(
+        isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) for k, v in vocab.items()
+    ):
+        raise ValueError(f"{path}: expected an object mapping piece strings to integer ids")
+    return vocab
 
 
 def starts_with_language_code(text: str) -> bool:

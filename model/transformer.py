@@ -3,9 +3,9 @@
 Each sublayer is ``LayerNorm(x + Dropout(Sublayer(x)))`` (post-norm, the paper) or, with
 ``norm_first``, ``x + Dropout(Sublayer(LayerNorm(x)))`` (pre-norm).
 
-Masks: source padding (src == pad_id) hides padded keys from encoder self-attention and
-from cross-attention; target padding hides padded keys from decoder self-attention, which
-is also causal (a position sees itself and earlier positions only). Rows of padded
+Masks: source padding (src == source_pad_id: pad_id, unless the source vocabulary has a pad of its own) hides
+padded keys from encoder self-attention and from cross-attention; target padding (pad_id) hides padded keys from
+decoder self-attention, which is also causal (a position sees itself and earlier positions only). Rows of padded
 queries are computed but meaningless; the loss ignores them. The decoder's start token at
 position 0 is never padding, even when it is the pad id (MarianMT starts from <pad>).
 """
@@ -216,7 +216,7 @@ class Transformer(nn.Module):
 
         ``target``: ids are decoder inputs at positions start..; the start token is never padding.
         """
-        return target_padding(ids, self.config, start) if target else ids == self.config.pad_id
+        return target_padding(ids, self.config, start) if target else ids == self.config.source_pad_id
 
     def padding_allowed(self, ids: torch.Tensor, target: bool = False, start: int = 0) -> torch.Tensor | None:
         """(B, 1, 1, T) True on real tokens, or None when nothing is padded (lets kernels skip the mask)."""

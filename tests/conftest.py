@@ -34,6 +34,7 @@ from tests.helpers import (
     run_importer,
     toy_sentences,
     transformers_or_skip,
+    write_separate_tokenizer_files,
     write_tokenizer_files,
 )
 
@@ -245,5 +246,71 @@ def marian(tmp_path_factory):
     result = run_importer(source, out)
     assert result.returncode == 0, result.stderr
     assert "2+3 layers" in result.stdout
+    model.config._attn_implementation = "eager"  # output_attentions needs the explicit softmax
+    return model, tokenizer, source, out
+
+
+@pytest.fixture(scope="session")
+def marian_separate(tmp_path_factory):
+    """A tiny random MarianMT model with separate source and target vocabularies, as the tc-big OPUS-MT models have
+    them (share_encoder_decoder_embeddings false, vocab.json and target_vocab.json, decoder_vocab_size), imported
+    with ``python -m model.import_marian``: (Hugging Face model, MarianTokenizer, save_pretrained folder, imported
+    checkpoint folder). The source vocabulary is the larger, so the two <pad> ids differ. Skips without transformers,
+    except in CI (CI=true), where it fails."""
+    transformers = transformers_or_skip()
+    work = tmp_path_factory.mktemp("marian-separate")
+    spm_folder = work / "spm"
+    spm_folder.mkdir()
+    vocab, target_vocab = write_separate_tokenizer_files(spm_folder)
+    tokenizer = transformers.MarianTokenizer(
+        source_spm=str(spm_folder / "source.spm"),
+        target_spm=str(spm_folder / "target.spm"),
+        vocab=str(spm_folder / "vocab.json"),
+        target_vocab_file=str(spm_folder / "target_vocab.json"),
+        separate_vocabs=True,
+        source_lang="en",
+        target_lang="de",
+    )
+    pad, eos = target_vocab["<pad>"], target_vocab["</s>"]  # decoding's: the decoder starts from the target's <pad>
+    config = transformers.MarianConfig(
+        vocab_size=len(vocab),
+        decoder_vocab_size=len(target_vocab),
+        share_encoder_decoder_embeddings=False,
+        d_model=32,
+        encoder_layers=2,
+        decoder_layers=2,
+        encoder_attention_heads=4,
+        decoder_attention_heads=4,
+        encoder_ffn_dim=64,
+        decoder_ffn_dim=64,
+        activation_function="swish",
+        scale_embedding=True,
+        max_position_embeddings=64,
+        pad_token_id=pad,
+        eos_token_id=eos,
+        decoder_start_token_id=pad,
+        forced_eos_token_id=eos,
+        dropout=0.0,
+        attention_dropout=0.0,
+        activation_dropout=0.0,
+    )
+    torch.manual_seed(1)
+    model = transformers.MarianMTModel(config).eval()
+    with torch.no_grad():  # every weight away from its initial value, the logits bias non-zero
+        for name, parameter in model.named_parameters():
+            if "embed_positions" not in name:
+                parameter.add_(torch.randn_like(parameter) * 0.2)
+        model.final_logits_bias.normal_(0.0, 1.0)
+    generation = model.generation_config
+    generation.num_beams, generation.max_length, generation.forced_eos_token_id = 4, 512, eos
+    generation.bad_words_ids = [[pad]]
+    source = work / "opus-mt-tc-tiny"
+    model.save_pretrained(source)
+    tokenizer.save_pretrained(source)
+    (source / "README.md").write_text("---\nlicense: cc-by-4.0\n---\n# tiny tc\n", encoding="utf-8")
+    out = work / "checkpoints" / "opus-mt-tc-tiny"
+    result = run_importer(source, out)
+    assert result.returncode == 0, result.stderr
+    assert f"vocabularies {len(vocab)} (source) and {len(target_vocab)} (target)" in result.stdout
     model.config._attn_implementation = "eager"  # output_attentions needs the explicit softmax
     return model, tokenizer, source, out

@@ -373,22 +373,49 @@ def german(sentence: str) -> str:
     return " ".join(GERMAN.get(word, word) for word in sentence.split())
 
 
-def write_tokenizer_files(folder: Path) -> dict[str, int]:
-    """source.spm, target.spm and a joint vocab.json laid out as OPUS-MT's: </s> 0, <unk> 1, <pad> last."""
-    english = toy_sentences(300)
-    (folder / "source.spm").write_bytes(train_sentencepiece(english, 70, normalization="identity"))
-    (folder / "target.spm").write_bytes(train_sentencepiece([german(s) for s in english], 90, normalization="identity"))
+def opus_vocab(spm_files: list[Path], extra: list[str]) -> dict[str, int]:
+    """A vocabulary laid out as OPUS-MT's converter lays them out: </s> 0, <unk> 1, the SentencePiece models' pieces,
+    ``extra`` (language codes), <pad> last."""
     pieces = ["</s>", "<unk>"]
-    for name in ("source.spm", "target.spm"):
-        processor = load_sentencepiece(folder / name)
+    for path in spm_files:
+        processor = load_sentencepiece(path)
         for index in range(processor.get_piece_size()):
             piece = processor.id_to_piece(index)
             if not processor.is_control(index) and not processor.is_unknown(index) and piece not in pieces:
                 pieces.append(piece)
-    pieces += [">>de<<", ">>fr<<", "<pad>"]
-    vocab = {piece: index for index, piece in enumerate(pieces)}
-    (folder / "vocab.json").write_text(json.dumps(vocab, ensure_ascii=False), encoding="utf-8")
+    return {piece: index for index, piece in enumerate([*pieces, *extra, "<pad>"])}
+
+
+def write_vocab(path: Path, vocab: dict[str, int]) -> None:
+    path.write_text(json.dumps(vocab, ensure_ascii=False), encoding="utf-8")
+
+
+def write_spm_files(folder: Path, source_pieces: int, target_pieces: int) -> None:
+    """source.spm (English) and target.spm (German) of about these many pieces, trained on toy sentences."""
+    english = toy_sentences(300)
+    (folder / "source.spm").write_bytes(train_sentencepiece(english, source_pieces, normalization="identity"))
+    target = train_sentencepiece([german(s) for s in english], target_pieces, normalization="identity")
+    (folder / "target.spm").write_bytes(target)
+
+
+def write_tokenizer_files(folder: Path) -> dict[str, int]:
+    """source.spm, target.spm and a joint vocab.json laid out as OPUS-MT's: </s> 0, <unk> 1, <pad> last."""
+    write_spm_files(folder, 70, 90)
+    vocab = opus_vocab([folder / "source.spm", folder / "target.spm"], [">>de<<", ">>fr<<"])
+    write_vocab(folder / "vocab.json", vocab)
     return vocab
+
+
+def write_separate_tokenizer_files(folder: Path) -> tuple[dict[str, int], dict[str, int]]:
+    """source.spm, target.spm, vocab.json (the source's pieces and language codes) and target_vocab.json (the
+    target's pieces), as a tc-big OPUS-MT model has them. The source vocabulary is the larger, so the two <pad> ids
+    (each last) differ and the target's is a valid source id too, as MarianConfig's one pad_token_id must be."""
+    write_spm_files(folder, 90, 60)
+    vocab = opus_vocab([folder / "source.spm"], [">>de<<", ">>fr<<"])
+    target_vocab = opus_vocab([folder / "target.spm"], [])
+    write_vocab(folder / "vocab.json", vocab)
+    write_vocab(folder / "target_vocab.json", target_vocab)
+    return vocab, target_vocab
 
 
 def run_importer(*args: str) -> subprocess.CompletedProcess:

@@ -1,15 +1,19 @@
 """Import a MarianMT (OPUS-MT) model into the scratch Transformer: ``python -m model.import_marian --help``.
 
 The source folder is what ``MarianMTModel.save_pretrained`` and ``MarianTokenizer.save_pretrained``
-write (config.json, model.safetensors, source.spm, target.spm, vocab.json). It is read directly:
-weights with safetensors, settings with json, pieces with sentencepiece. Nothing is downloaded,
-nothing is unpickled, and transformers is not needed.
+write (config.json, model.safetensors, source.spm, target.spm, vocab.json, and target_vocab.json for
+a model with separate vocabularies). It is read directly: weights with safetensors, settings with
+json, pieces with sentencepiece. Nothing is downloaded, nothing is unpickled, and transformers is
+not needed.
 
 Marian is the paper's post-norm Transformer with a few differences, each a TransformerConfig
 option: swish feed-forward activation, sinusoidal positions with all sines before all cosines
 (not stored in the weights file: computed here), one embedding shared by encoder, decoder and
 output plus a stored ``final_logits_bias``, no ``<s>`` (decoding starts from ``<pad>``, which
-is not masked), and special ids taken from vocab.json.
+is not masked), and special ids taken from vocab.json. The tc-big models keep the two sides
+apart (``share_encoder_decoder_embeddings`` false): an embedding per side, an output projection
+of its own, and a target_vocab.json whose ``<pad>`` (last, as in vocab.json) may be another id
+than the source's: ``src_pad_id``.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ import torch
 from model.checkpoint import PICKLE_SUFFIXES, CheckpointError, read_json, save_checkpoint
 from model.config import TransformerConfig
 from model.layers import sinusoidal_encoding
-from model.tokenizer import MARIAN_FILES, Tokenizer
+from model.tokenizer import MARIAN_FILES, MARIAN_TARGET_VOCAB, Tokenizer
 from model.transformer import Transformer
 
 SUPPORTED = "MarianMTModel (config.json model_type 'marian')"
@@ -74,6 +78,12 @@ DECODER_LAYER_NAMES = {
     "final_layer_norm": "norm3",
 }
 EMBEDDING_KEYS = ("model.shared.weight", "model.encoder.embed_tokens.weight", "model.decoder.embed_tokens.weight")
+# With separate vocabularies each stack has its own embedding, and no model.shared.
+SEPARATE_EMBEDDINGS = {
+    "model.encoder.embed_tokens.weight": "encoder.embed.embedding.weight",
+    "model.decoder.embed_tokens.weight": "decoder.embed.embedding.weight",
+}
+DECODER_EMBEDDING_KEY = "model.decoder.embed_tokens.weight"
 OUTPUT_KEY = "lm_head.weight"
 # Stored by older transformers versions; Marian computes them, so they are compared with our table, not loaded.
 POSITION_KEYS = ("model.encoder.embed_positions.weight", "model.decoder.embed_positions.weight")
@@ -88,6 +98,12 @@ REQUIRED_KEYS = (
     "encoder_ffn_dim",
     "decoder_ffn_dim",
 )
+
+
+def shares_embeddings(hf: dict[str, Any]) -> bool:
+    """Whether encoder, decoder and (unless a stored lm_head.weight says otherwise) output use one embedding:
+    MarianConfig's ``share_encoder_decoder_embeddings``, true by default."""
+    return bool(hf.get("share_encoder_decoder_embeddings", True))
 
 
 def marian_config(
@@ -108,11 +124,19 @@ def marian_config(
     missing = [key for key in REQUIRED_KEYS if hf.get(key) is None]
     if missing:
         raise CheckpointError(f"{path}: no {', '.join(missing)}: a MarianConfig names every one of them")
-    if not hf.get("share_encoder_decoder_embeddings", True) or tokenizer.vocab is None:
-        raise refuse("separate source and target vocabularies (share_encoder_decoder_embeddings false)")
+    if tokenizer.vocab is None:
+        raise refuse("no vocab.json (a Marian tokenizer's piece -> id table)")
+    shared = shares_embeddings(hf)
+    if shared and tokenizer.separate_vocabularies:
+        raise CheckpointError(
+            f"{path}: share_encoder_decoder_embeddings is true (one embedding for both sides), but the folder has "
+            f"a {MARIAN_TARGET_VOCAB} of its own: the target pieces would index the source's embedding"
+        )
     vocab_size = int(hf["vocab_size"])
-    if hf.get("decoder_vocab_size") not in (None, vocab_size):
-        raise refuse(f"decoder_vocab_size {hf['decoder_vocab_size']} differs from vocab_size {vocab_size}")
+    # MarianConfig reads a missing or null decoder_vocab_size as vocab_size
+    decoder_vocab_size = int(hf.get("decoder_vocab_size") or vocab_size)
+    if shared and decoder_vocab_size != vocab_size:
+        raise refuse(f"decoder_vocab_size {decoder_vocab_size} differs from vocab_size {vocab_size}")
     for ours, (encoder, decoder) in {
         "n_heads": ("encoder_attention_heads", "decoder_attention_heads"),
         "d_ff": ("encoder_ffn_dim", "decoder_ffn_dim"),
@@ -124,16 +148,27 @@ def marian_config(
     activation = ACTIVATIONS.get(str(hf.get("activation_function", "swish")))
     if activation is None:
         raise refuse(f"activation_function {hf.get('activation_function')!r} (supported: {', '.join(ACTIVATIONS)})")
-    special = tokenizer.special_ids()
+    special = tokenizer.special_ids("target")  # decoding's ids: the start, what ends it, what it may not write
+    target_file = MARIAN_TARGET_VOCAB if tokenizer.separate_vocabularies else "vocab.json"
     for ours, theirs in (("pad_id", "pad_token_id"), ("eos_id", "eos_token_id")):
         if theirs in hf and hf[theirs] is not None and hf[theirs] != special[ours]:
-            raise refuse(f"{theirs}={hf[theirs]} but vocab.json gives {special[ours]}")
+            raise refuse(f"{theirs}={hf[theirs]} but {target_file} gives {special[ours]}")
+    # one id of each other special piece serves both sides (sources end with eos_id too); only <pad> may differ
+    source_special = tokenizer.special_ids("source")
+    for ours, piece in (("eos_id", "</s>"), ("unk_id", "<unk>"), ("bos_id", "<s>")):
+        if source_special[ours] != special[ours]:
+            theirs, mine = ("absent" if value is None else value for value in (source_special[ours], special[ours]))
+            raise CheckpointError(
+                f"{path.parent / 'vocab.json'}: {piece} is {theirs} but {mine} in {target_file}; "
+                f"this importer needs one {piece} id for both sides"
+            )
+    source_pad = source_special["pad_id"]
     start = hf.get("decoder_start_token_id")
     start = special["pad_id"] if start is None else int(start)
     try:
         return TransformerConfig(
             src_vocab_size=vocab_size,
-            tgt_vocab_size=vocab_size,
+            tgt_vocab_size=decoder_vocab_size,
             d_model=int(hf["d_model"]),
             n_heads=int(hf["encoder_attention_heads"]),
             n_encoder_layers=int(hf["encoder_layers"]),
@@ -148,7 +183,7 @@ def marian_config(
             final_norm=False,
             layer_norm_eps=1e-5,
             max_len=int(hf.get("max_position_embeddings", 512)),
-            share_embeddings=True,
+            share_embeddings=shared,
             tie_output=not untied_output,
             output_bias=False,
             pad_id=special["pad_id"],
@@ -159,6 +194,7 @@ def marian_config(
             scale_embedding=bool(hf.get("scale_embedding", False)),
             final_logits_bias=True,
             decoder_start_id=start,
+            src_pad_id=None if source_pad == special["pad_id"] else source_pad,
         )
     except (KeyError, TypeError, ValueError) as error:
         raise CheckpointError(f"{path}: cannot build a model from it ({error})") from error
@@ -193,16 +229,30 @@ def read_weights(files: list[Path]) -> dict[str, torch.Tensor]:
     return tensors
 
 
-def marian_state(tensors: dict[str, torch.Tensor], config: TransformerConfig) -> dict[str, torch.Tensor]:
-    """Hugging Face's tensor names -> ours (the shared embedding once, under the encoder's name)."""
+def embedding_state(tensors: dict[str, torch.Tensor], config: TransformerConfig) -> dict[str, torch.Tensor]:
+    """The token embeddings under our names: the shared one once (under the encoder's name), or one per stack."""
+    if not config.share_embeddings:
+        missing = [key for key in SEPARATE_EMBEDDINGS if key not in tensors]
+        if missing:
+            raise CheckpointError(
+                f"no {', '.join(missing)}: share_encoder_decoder_embeddings is false, so each stack has its own"
+            )
+        return {ours: tensors[theirs] for theirs, ours in SEPARATE_EMBEDDINGS.items()}
     embeddings = [key for key in EMBEDDING_KEYS if key in tensors]
     if not embeddings:
         raise CheckpointError(f"no shared embedding: expected one of {', '.join(EMBEDDING_KEYS)}")
     shared = tensors[embeddings[0]]
     for key in embeddings[1:]:
         if tensors[key].shape != shared.shape or not torch.equal(tensors[key], shared):
-            raise CheckpointError(f"{key} differs from {embeddings[0]}: untied embeddings are not supported")
-    state = {"encoder.embed.embedding.weight": shared}
+            raise CheckpointError(
+                f"{key} differs from {embeddings[0]}, but share_encoder_decoder_embeddings is true (one embedding)"
+            )
+    return {"encoder.embed.embedding.weight": shared}
+
+
+def marian_state(tensors: dict[str, torch.Tensor], config: TransformerConfig) -> dict[str, torch.Tensor]:
+    """Hugging Face's tensor names -> ours."""
+    state = embedding_state(tensors, config)
     if not config.tie_output:
         state["generator.weight"] = tensors[OUTPUT_KEY]
     state["final_logits_bias"] = tensors.get("final_logits_bias", torch.zeros(1, config.tgt_vocab_size))
@@ -211,6 +261,7 @@ def marian_state(tensors: dict[str, torch.Tensor], config: TransformerConfig) ->
         ("decoder", config.n_decoder_layers, DECODER_LAYER_NAMES),
     )
     check_positions(tensors, config)
+    embeddings = EMBEDDING_KEYS if config.share_embeddings else tuple(SEPARATE_EMBEDDINGS)
     used = set(embeddings) | {"final_logits_bias", OUTPUT_KEY} | set(POSITION_KEYS)
     for stack, layers, names in stacks:
         for index in range(layers):
@@ -231,9 +282,21 @@ def marian_state(tensors: dict[str, torch.Tensor], config: TransformerConfig) ->
 def has_own_output_projection(tensors: dict[str, torch.Tensor], hf: dict[str, Any]) -> bool:
     """Whether the output projection is a matrix of its own: ``tie_word_embeddings`` false, or a stored
     ``lm_head.weight`` that differs from the shared embedding. transformers uses a stored ``lm_head.weight`` as it
-    is even when the config asks for tied weights (it warns and does not tie), so this does the same."""
-    embeddings = [key for key in EMBEDDING_KEYS if key in tensors]
+    is even when the config asks for tied weights (it warns and does not tie), so this does the same.
+
+    With separate embeddings MarianConfig ties nothing, whatever ``tie_word_embeddings`` says: ``lm_head.weight``
+    must be stored (transformers would draw a missing one at random), and only one equal to the decoder's embedding
+    is tied to it here (the same logits, one matrix less)."""
     head = tensors.get(OUTPUT_KEY)
+    if not shares_embeddings(hf):
+        if head is None:
+            raise CheckpointError(
+                f"no {OUTPUT_KEY}, but share_encoder_decoder_embeddings is false, so the output projection is a "
+                "matrix of its own: it is missing"
+            )
+        embedding = tensors.get(DECODER_EMBEDDING_KEY)
+        return embedding is None or head.shape != embedding.shape or not torch.equal(head, embedding)
+    embeddings = [key for key in EMBEDDING_KEYS if key in tensors]
     if head is None:
         if not hf.get("tie_word_embeddings", True):
             raise CheckpointError(
@@ -297,6 +360,21 @@ def generation_defaults(source: Path, hf: dict[str, Any]) -> dict[str, Any]:
     return {key: settings[key] for key in GENERATION_KEYS if key in settings}
 
 
+def check_separate_vocabs(settings: dict[str, Any], source: Path) -> None:
+    """MarianTokenizer reads target_vocab.json only when tokenizer_config.json says ``separate_vocabs``, and fails
+    without it when it does: refuse a folder where the two disagree, whose targets it would cut otherwise than
+    the file suggests. Without tokenizer_config.json the file alone decides."""
+    if "separate_vocabs" not in settings:
+        return
+    present = (source / MARIAN_TARGET_VOCAB).is_file()
+    if bool(settings["separate_vocabs"]) != present:
+        found = "there is a" if present else "there is no"
+        raise CheckpointError(
+            f"{source / 'tokenizer_config.json'}: separate_vocabs is {str(settings['separate_vocabs']).lower()} "
+            f"but {found} {MARIAN_TARGET_VOCAB}"
+        )
+
+
 def import_marian(source: str | Path, out: str | Path, fp16: bool = False, name: str = "") -> Path:
     """Convert a save_pretrained MarianMT folder into a checkpoint folder; returns ``out``."""
     source, out = Path(source), Path(out)
@@ -306,13 +384,14 @@ def import_marian(source: str | Path, out: str | Path, fp16: bool = False, name:
         raise CheckpointError(f"{out}: already exists; choose a new folder")
     files = weight_files(source)
     hf = read_json(source / "config.json")
-    if (source / "target_vocab.json").exists():
-        raise CheckpointError(f"{source / 'target_vocab.json'}: separate target vocabularies are not supported")
     missing = [name for name in MARIAN_FILES if not (source / name).is_file()]
     if missing:
         raise CheckpointError(
             f"{source}: tokenizer files missing: {', '.join(missing)} (save MarianTokenizer with save_pretrained too)"
         )
+    tokenizer_config = source / "tokenizer_config.json"
+    tokenizer_settings = read_json(tokenizer_config) if tokenizer_config.is_file() else {}
+    check_separate_vocabs(tokenizer_settings, source)
     try:
         tokenizer = Tokenizer.load_marian(source)
     except (FileNotFoundError, ValueError) as error:
@@ -323,27 +402,36 @@ def import_marian(source: str | Path, out: str | Path, fp16: bool = False, name:
     except CheckpointError as error:
         raise CheckpointError(f"{files[0]}: {error}") from error
     config = marian_config(hf, tokenizer, source / "config.json", untied_output=untied)
-    if tokenizer.vocab_size("source") != config.src_vocab_size:
-        raise CheckpointError(
-            f"{source / 'vocab.json'}: {tokenizer.vocab_size('source')} pieces but config.json says "
-            f"vocab_size {config.src_vocab_size}"
-        )
+    target_file = MARIAN_TARGET_VOCAB if tokenizer.separate_vocabularies else "vocab.json"
+    sizes = (
+        ("source", "vocab.json", "vocab_size", config.src_vocab_size),
+        ("target", target_file, "decoder_vocab_size", config.tgt_vocab_size),
+    )
+    for side, file, key, size in sizes:
+        if tokenizer.vocab_size(side) != size:
+            raise CheckpointError(
+                f"{source / file}: {tokenizer.vocab_size(side)} pieces but config.json says {key} {size}"
+            )
     model = Transformer(config)
     try:
         load_into(model, marian_state(tensors, config))
     except CheckpointError as error:
         raise CheckpointError(f"{files[0]}: {error}") from error
     model.eval().requires_grad_(False)
-    tokenizer_config = source / "tokenizer_config.json"
-    languages = read_json(tokenizer_config) if tokenizer_config.is_file() else {}
     source_model = name or str(hf.get("_name_or_path") or source.name)
+    if untied:
+        output_projection = "lm_head.weight, its own matrix"
+    elif config.share_embeddings:
+        output_projection = "tied to the shared embedding"
+    else:
+        output_projection = "tied to the decoder's embedding (lm_head.weight equals it)"
     card = {
         "name": source_model,
         "source_model": source_model,
         "architecture": "MarianMT (OPUS-MT), converted to the scratch Transformer",
         "licence": licence_of(source) or "unknown: see the source model's card",
-        "source_language": languages.get("source_lang") or "",
-        "target_language": languages.get("target_lang") or "",
+        "source_language": tokenizer_settings.get("source_lang") or "",
+        "target_language": tokenizer_settings.get("target_lang") or "",
         "domain": "broad (OPUS parallel data)",
         "conversion": {
             "tool": "python -m model.import_marian",
@@ -351,7 +439,13 @@ def import_marian(source: str | Path, out: str | Path, fp16: bool = False, name:
             "weights": [path.name for path in files],
             "dtype": "float16" if fp16 else "float32",
             "positional_encoding": "computed (sines then cosines), not read from the weights",
-            "output_projection": "lm_head.weight, its own matrix" if untied else "tied to the shared embedding",
+            "output_projection": output_projection,
+            "vocabularies": (
+                f"separate: vocab.json (source, {config.src_vocab_size} pieces), "
+                f"{MARIAN_TARGET_VOCAB} (target, {config.tgt_vocab_size} pieces)"
+                if tokenizer.separate_vocabularies
+                else f"one for both sides: vocab.json ({config.src_vocab_size} pieces)"
+            ),
         },
         "generation_defaults": generation_defaults(source, hf),
         # a multi-target model reads one of these first, as ">>fr<<" (empty for a model with one target language)
@@ -379,6 +473,11 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def vocabulary_sizes(config: dict[str, Any]) -> str:
+    source, target = config["src_vocab_size"], config["tgt_vocab_size"]
+    return f"vocabulary {source}" if source == target else f"vocabularies {source} (source) and {target} (target)"
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
@@ -389,6 +488,6 @@ def main(argv: list[str] | None = None) -> int:
     config = json.loads((out / "config.json").read_text(encoding="utf-8"))
     print(
         f"wrote {out}: {config['n_encoder_layers']}+{config['n_decoder_layers']} layers, d_model {config['d_model']}, "
-        f"{config['n_heads']} heads, vocabulary {config['src_vocab_size']}"
+        f"{config['n_heads']} heads, {vocabulary_sizes(config)}"
     )
     return 0

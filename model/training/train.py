@@ -232,7 +232,7 @@ def train_batch(training: Training, batch: list[int], epochs_done: float) -> tup
     # forward/backward (DDP all-reduces every step) on a stand-in whose loss counts zero.
     weight = 1.0 if local else 0.0
     local = local or [training.train_examples[batch[0]]]
-    src, tgt = collate(local, config.pad_id)
+    src, tgt = collate(local, config.pad_id, config.source_pad_id)
     src, tgt = src.to(run.device), tgt.to(run.device)
     target = tgt[:, 1:]
     local_tokens = int((target != config.pad_id).sum()) if weight else 0

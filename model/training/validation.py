@@ -19,7 +19,7 @@ def validation_loss(
     """Mean cross-entropy per target token (no label smoothing) over ``examples``."""
     total, tokens = 0.0, 0
     for batch in token_batches(examples, 8000, seed=0):
-        src, tgt = collate([examples[i] for i in batch], config.pad_id)
+        src, tgt = collate([examples[i] for i in batch], config.pad_id, config.source_pad_id)
         src, tgt = src.to(device), tgt.to(device)
         logits = model(src, tgt[:, :-1])
         total += float(logits_cross_entropy(logits, tgt[:, 1:], config.pad_id, label_smoothing=0.0))

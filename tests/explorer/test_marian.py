@@ -4,11 +4,13 @@ tests/model/test_marian.py."""
 
 from __future__ import annotations
 
+import json
 import shutil
 
 from streamlit.testing.v1 import AppTest
 
 from model import load_checkpoint
+from model.tokenizer import load_sentencepiece
 from tests.helpers import APP, CHECKPOINTS_ENV, assert_ok, chart_specs, chart_titles
 
 
@@ -57,6 +59,25 @@ def test_a_multi_target_model_offers_its_languages_and_leads_the_sentence_with_t
     assert source_pieces(app)[0] != ">>fr<<" and len(no_language_notices(app)) == 1
     app.text_input(key="sentence").input(">>fr<< the dog runs.").run()  # a code typed in the sentence is kept
     assert source_pieces(app)[0] == ">>fr<<" and not no_language_notices(app)
+
+
+def test_a_model_with_separate_vocabularies_shows_each_sides_pieces(marian_separate, tmp_path, monkeypatch):
+    """A tc-big-like model (vocab.json for sources, target_vocab.json for targets): the page reads the sentence with
+    the source's table and writes the translation with the target's."""
+    shutil.copytree(marian_separate[3], tmp_path / "opus-mt-tc-tiny")
+    monkeypatch.setenv(CHECKPOINTS_ENV, str(tmp_path))
+    app = AppTest.from_file(APP, default_timeout=120).run()
+    assert_ok(app)
+    text = app.text_input(key="sentence").value
+    vocab = json.loads((marian_separate[3] / "vocab.json").read_text(encoding="utf-8"))
+    cut = load_sentencepiece(marian_separate[3] / "source.spm").encode(" " + text, out_type=str)
+    assert source_pieces(app) == [">>de<<", *(piece if piece in vocab else "<unk>" for piece in cut), "</s>"]
+    trace = load_checkpoint(marian_separate[3], device="cpu").trace(">>de<< " + text, beam_size=1)
+    headings = [markdown.value.removeprefix("### ") for markdown in app.markdown if markdown.value.startswith("### ")]
+    assert [heading.replace("\\", "") for heading in headings] == [trace.translation]
+    app.segmented_control(key="view").set_value("cross").run()
+    assert_ok(app)
+    assert [data for spec in chart_specs(app) for data in spec["data"] if data["type"] == "heatmap"]
 
 
 def source_pieces(app: AppTest) -> list[str]:

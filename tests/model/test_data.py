@@ -49,6 +49,14 @@ def test_collate_pads_sources_and_targets_to_their_own_longest():
     assert src.dtype == tgt.dtype == torch.long
 
 
+def test_collate_pads_sources_with_their_own_pad_id_when_given():
+    """A model with separate vocabularies (TransformerConfig.src_pad_id) pads each side with its own <pad>."""
+    examples = [Example(src=[7, 8, 3], tgt=[2, 9, 3]), Example(src=[7, 3], tgt=[2, 9, 9, 9, 3])]
+    src, tgt = collate(examples, pad_id=0, src_pad_id=12)
+    assert torch.equal(src, torch.tensor([[7, 8, 3], [7, 3, 12]]))
+    assert torch.equal(tgt, torch.tensor([[2, 9, 3, 0, 0], [2, 9, 9, 9, 3]]))
+
+
 def test_subword_sampling_draws_other_segmentations_of_the_same_text(toy_tokenizer):
     """BPE-dropout (--subword-sampling): each draw splits some words into smaller pieces, two draws differ, every
     draw decodes back to the sentence, and 0 keeps the best segmentation."""

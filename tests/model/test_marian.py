@@ -171,7 +171,10 @@ def test_missing_tokenizer_files_are_refused(marian, tmp_path, missing):
         (dict(encoder_ffn_dim=128, decoder_ffn_dim=128), "shapes disagree with config.json: encoder.layers.0.feed"),
         (dict(decoder_layers=4), "missing tensor model.decoder.layers.3"),
         (dict(decoder_ffn_dim=128), "one d_ff for both stacks"),
-        (dict(share_encoder_decoder_embeddings=False), "separate source and target vocabularies"),
+        (
+            dict(share_encoder_decoder_embeddings=False),
+            "no lm_head.weight, but share_encoder_decoder_embeddings is false",
+        ),
         (dict(activation_function="tanh"), "activation_function 'tanh'"),
     ],
 )
