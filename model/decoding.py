@@ -32,7 +32,7 @@ def row_limits(model: Transformer, src_ids: torch.Tensor, prefix_length: int, ma
         raise ValueError(f"max_len must be at least 1, or 0 or None for the default; got {max_len}")
     if max_len:
         return [max_len] * src_ids.size(0)
-    lengths = (src_ids != model.config.pad_id).sum(dim=1).tolist()
+    lengths = (src_ids != model.config.source_pad_id).sum(dim=1).tolist()
     return [default_max_len(model, length, prefix_length) for length in lengths]
 
 

@@ -116,7 +116,7 @@ class Translator:
         alpha: float = DEFAULT_ALPHA,
     ) -> list[list[int]]:
         width = max(len(ids) for ids in sources)
-        src = torch.full((len(sources), width), self.config.pad_id, dtype=torch.long)
+        src = torch.full((len(sources), width), self.config.source_pad_id, dtype=torch.long)
         for row, ids in enumerate(sources):
             src[row, : len(ids)] = torch.tensor(ids)
         src = src.to(device)
