@@ -27,7 +27,7 @@ class BeamNode:
     step: int  # search step that proposed it (1 = first token after the prefix); 0 for the root
     token: int  # the token it adds (BOS for the root)
     log_prob: float  # cumulative log-probability of the tokens after the prefix
-    score: float  # log_prob / length_penalty(prefix + step): what the search ranks finished hypotheses by
+    score: float  # log_prob / the search's length penalty (Scoring.penalty): what finished hypotheses rank by
     rank: int  # position among the step's candidates (the top 2 * beam_size extensions), best first
     status: str  # "kept" (a live beam), "pruned" (a candidate not kept), "finished" (EOS or length limit), "root"
     final_rank: int | None = None  # position in beam_search's result; None when it is not returned
@@ -50,6 +50,7 @@ class BeamTree:
     alpha: float
     max_len: int  # tokens the search could add after the prefix
     stop: str  # why the search ended: "bound" (no live beam can beat the finished ones), "max_len", "no live beam"
+    style: str = "gnmt"  # how scores were length-normalised: model.decoding.Scoring's style
     source_text: str = ""
     source_ids: list[int] = field(default_factory=list)
     source_pieces: list[str] = field(default_factory=list)

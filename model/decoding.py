@@ -8,7 +8,8 @@ the model's train/eval mode, so one model can serve many threads.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from typing import Any
 
 import torch
 
@@ -48,11 +49,73 @@ def length_penalty(length: int, alpha: float) -> float:
     return ((5.0 + length) / 6.0) ** alpha
 
 
-def next_token_log_probs(model: Transformer, logits: torch.Tensor) -> torch.Tensor:
-    """Log-probabilities of the next token; padding and the start token (BOS) can never be generated."""
-    logits = logits.float().clone()
-    logits[..., model.config.never_generated] = float("-inf")
-    return torch.log_softmax(logits, dim=-1)
+SCORING_STYLES = ("gnmt", "transformers")
+EARLY_STOPPING = (False, True, "never")
+
+
+@dataclass(frozen=True)
+class Scoring:
+    """How a search ranks, stops and ends: ours by default, or Hugging Face ``generate``'s (``style="transformers"``),
+    so that an imported model can decode exactly as its authors' settings do (model.generation_defaults).
+
+    ``gnmt``: hypotheses rank by log p / ((5 + length) / 6) ** alpha, length counting the prefix, and
+    a sentence stops only when no live beam can still beat the finished ones (exact). ``transformers``: log p /
+    (tokens generated) ** alpha, and ``early_stopping`` as generate reads it: False stops once the best live beam,
+    scored at its current length, cannot beat the worst finished one (a heuristic), True once ``beam_size``
+    hypotheses are finished, "never" scores the live beam at the length limit when alpha > 0.
+    """
+
+    style: str = "gnmt"
+    alpha: float = DEFAULT_ALPHA  # the length penalty's exponent (generate's ``length_penalty``)
+    early_stopping: bool | str = False  # transformers style only
+    renormalize: bool = True  # the never-generated tokens' mass is shared out; generate keeps it unless asked
+    banned: tuple[int, ...] = ()  # ids never generated besides padding and BOS (generate's one-token bad_words_ids)
+    force_eos: bool = False  # the last step the limit allows writes EOS (generate's ``forced_eos_token_id``)
+
+    def __post_init__(self) -> None:
+        if self.style not in SCORING_STYLES:
+            raise ValueError(f"style must be one of {', '.join(SCORING_STYLES)}, not {self.style!r}")
+        if self.early_stopping not in EARLY_STOPPING:
+            raise ValueError(f"early_stopping must be True, False or 'never', not {self.early_stopping!r}")
+
+    def penalty(self, generated: int, prefix: int) -> float:
+        """What the log-probability of a hypothesis of ``generated`` tokens after a ``prefix`` is divided by."""
+        if self.style == "gnmt":
+            return length_penalty(prefix + generated, self.alpha)
+        return float(generated) ** self.alpha
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Scoring:
+        return cls(**{**data, "banned": tuple(data.get("banned", ()))})
+
+
+OURS = Scoring()
+
+
+def next_token_log_probs(model: Transformer, logits: torch.Tensor, scoring: Scoring = OURS) -> torch.Tensor:
+    """Log-probabilities of the next token; padding and the start token (BOS) can never be generated, nor
+    ``scoring.banned``. Renormalised, their probability goes to the other tokens; otherwise it is lost, as in
+    generate without ``renormalize_logits``."""
+    never = sorted({*model.config.never_generated, *scoring.banned})
+    logits = logits.float()
+    if scoring.renormalize:
+        logits = logits.clone()
+        logits[..., never] = float("-inf")
+        return torch.log_softmax(logits, dim=-1)
+    log_probs = torch.log_softmax(logits, dim=-1)
+    log_probs[..., never] = float("-inf")
+    return log_probs
+
+
+def force_eos(log_probs: torch.Tensor, rows: torch.Tensor, eos_id: int) -> torch.Tensor:
+    """Rows (a boolean mask) at their last allowed step can only write EOS, with log-probability 0 (generate's
+    ForcedEOSTokenLogitsProcessor)."""
+    forced = torch.full_like(log_probs, float("-inf"))
+    forced[..., eos_id] = 0.0
+    return torch.where(rows[:, None], forced, log_probs)
 
 
 def _start_tokens(model: Transformer, rows: int, prefix: list[int] | None, device: torch.device) -> torch.Tensor:
@@ -74,10 +137,12 @@ def greedy_decode(
     max_len: int | None = None,
     prefix: list[int] | None = None,
     encoded: Encoded | None = None,
+    scoring: Scoring = OURS,
 ) -> list[list[int]]:
     """src_ids (B, S) -> per sentence the generated ids (prefix included, EOS last when reached).
 
-    ``encoded``: model.encode(src_ids), when the caller has it already (a trace encodes once).
+    ``encoded``: model.encode(src_ids), when the caller has it already (a trace encodes once). ``scoring``: its
+    banned tokens and forced EOS apply (the rest only ranks beams).
     """
     config = model.config
     batch = src_ids.size(0)
@@ -89,7 +154,10 @@ def greedy_decode(
     step_input = tokens
     for step in range(int(limits.max())):
         logits = model.decode(step_input, memory, src_allowed, cache=cache, start=tokens.size(1) - step_input.size(1))
-        next_token = next_token_log_probs(model, logits[:, -1]).argmax(dim=-1)  # (B,)
+        log_probs = next_token_log_probs(model, logits[:, -1], scoring)
+        if scoring.force_eos:
+            log_probs = force_eos(log_probs, limits == step + 1, config.eos_id)
+        next_token = log_probs.argmax(dim=-1)  # (B,)
         next_token = next_token.masked_fill(finished, config.pad_id)
         tokens = torch.cat([tokens, next_token[:, None]], dim=1)
         finished |= (next_token == config.eos_id) | (limits <= step + 1)
@@ -147,11 +215,13 @@ class _TreeRecorder:
     def next_step(self) -> None:
         self.beam_nodes, self.next_beam_nodes = self.next_beam_nodes, [-1] * len(self.next_beam_nodes)
 
-    def tree(self, hypotheses: list[Hypothesis], prefix: list[int], beams: int, alpha: float, limit: int) -> BeamTree:
+    def tree(
+        self, hypotheses: list[Hypothesis], prefix: list[int], beams: int, scoring: Scoring, limit: int
+    ) -> BeamTree:
         for rank, hypothesis in enumerate(hypotheses):
             node_id = next(node for kept, node in self.finished if kept is hypothesis)
             self.nodes[node_id].final_rank = rank
-        return BeamTree(self.nodes, hypotheses, list(prefix), beams, alpha, limit, self.stop)
+        return BeamTree(self.nodes, hypotheses, list(prefix), beams, scoring.alpha, limit, self.stop, scoring.style)
 
 
 class _NoRecorder:
@@ -181,6 +251,15 @@ class _NoRecorder:
 Recorder = _TreeRecorder | _NoRecorder
 
 
+def chosen_scoring(alpha: float, scoring: Scoring | None) -> Scoring:
+    """A search's scoring from its two ways of asking: a length-penalty ``alpha`` of ours, or a whole ``scoring``."""
+    if scoring is None:
+        return Scoring(alpha=alpha)
+    if alpha != DEFAULT_ALPHA:
+        raise ValueError("give alpha or scoring, not both (a scoring has its own alpha)")
+    return scoring
+
+
 @torch.inference_mode()
 def beam_search(
     model: Transformer,
@@ -190,6 +269,7 @@ def beam_search(
     alpha: float = DEFAULT_ALPHA,
     prefix: list[int] | None = None,
     encoded: Encoded | None = None,
+    scoring: Scoring | None = None,
 ) -> list[list[Hypothesis]]:
     """Batched beam search: src_ids (B, S) -> per sentence up to beam_size hypotheses, best first.
 
@@ -198,8 +278,9 @@ def beam_search(
     finished and no live beam can still beat the worst of them (scores only fall as tokens
     are added, and the length penalty is at most that of max_len), so with a beam as wide
     as the search space the result equals exhaustive search. ``encoded``: as for greedy_decode.
+    ``scoring``: another way to rank and stop (Scoring), e.g. Hugging Face generate's; else ours with ``alpha``.
     """
-    return _search(model, src_ids, beam_size, max_len, alpha, prefix, None, encoded)
+    return _search(model, src_ids, beam_size, max_len, chosen_scoring(alpha, scoring), prefix, None, encoded)
 
 
 @torch.inference_mode()
@@ -210,14 +291,16 @@ def beam_search_tree(
     max_len: int | None = None,
     alpha: float = DEFAULT_ALPHA,
     prefix: list[int] | None = None,
+    scoring: Scoring | None = None,
 ) -> list[BeamTree]:
     """beam_search, recording every candidate it examines: per sentence a BeamTree whose
     ``hypotheses`` are exactly beam_search's result (the same code runs, with a recorder)."""
+    scoring = chosen_scoring(alpha, scoring)
     recorders = [_TreeRecorder(model.config.start_id, beam_size) for _ in range(src_ids.size(0))]
-    results = _search(model, src_ids, beam_size, max_len, alpha, prefix, recorders)
+    results = _search(model, src_ids, beam_size, max_len, scoring, prefix, recorders)
     limits = row_limits(model, src_ids, len(prefix or []), max_len)
     return [
-        recorder.tree(hypotheses, list(prefix or []), beam_size, alpha, limit)
+        recorder.tree(hypotheses, list(prefix or []), beam_size, scoring, limit)
         for recorder, hypotheses, limit in zip(recorders, results, limits, strict=True)
     ]
 
@@ -270,7 +353,8 @@ def _choose(
 
 
 def _finish_live(step: _Step, row: int, kept: int, finished: list[Hypothesis], recorder: Recorder) -> None:
-    """Sentence ``row`` reached its length limit: its kept beams end here without EOS."""
+    """Sentence ``row`` reached its length limit: its kept beams end here without EOS. (generate ends its top K
+    candidates instead: the same best K, since the kept beams that are not among them rank below all of them.)"""
     beams = step.scores.size(1)
     for k in range(kept):
         slot = row * beams + k
@@ -278,7 +362,17 @@ def _finish_live(step: _Step, row: int, kept: int, finished: list[Hypothesis], r
         score = float(step.scores[row, k])
         finished.append(Hypothesis(sequence, score / step.penalty, score))
         recorder.finish_live(finished[-1], k)
-    recorder.end("max_len")
+
+
+def _cannot_improve(
+    scoring: Scoring, best_alive: float, worst_finished: float, number: int, limit: int, prefix: int
+) -> bool:
+    """Whether a sentence with beam_size finished hypotheses stops after step ``number``: ours when no live beam can
+    beat the worst finished one even at the limit's penalty; generate's by its ``early_stopping``."""
+    if best_alive == float("-inf") or (scoring.style == "transformers" and scoring.early_stopping is True):
+        return True
+    at_limit = scoring.style == "gnmt" or (scoring.early_stopping == "never" and scoring.alpha > 0)
+    return best_alive / scoring.penalty(limit if at_limit else number, prefix) <= worst_finished
 
 
 def _search(
@@ -286,7 +380,7 @@ def _search(
     src_ids: torch.Tensor,
     beam_size: int,
     max_len: int | None,
-    alpha: float,
+    scoring: Scoring,
     prefix: list[int] | None,
     recorders: list[_TreeRecorder] | None,
     encoded: Encoded | None = None,
@@ -298,6 +392,7 @@ def _search(
     batch, beams, device = src_ids.size(0), beam_size, src_ids.device
     prefix = list(prefix or [])
     limits = row_limits(model, src_ids, len(prefix), max_len)
+    at_limit = torch.tensor(limits, device=device).repeat_interleave(beams)  # (B*K,) each beam's sentence's limit
     watchers: list[Recorder] = list(recorders) if recorders is not None else [_NoRecorder()] * batch
     memory, src_allowed = encoded if encoded is not None else model.encode(src_ids)
     memory = memory.repeat_interleave(beams, dim=0)  # (B*K, S, d)
@@ -309,11 +404,12 @@ def _search(
     scores[:, 0] = 0.0  # all beams start identical: keep one alive
     finished: list[list[Hypothesis]] = [[] for _ in range(batch)]
     done = [False] * batch
-    longest_penalty = [length_penalty(len(prefix) + limit, alpha) for limit in limits]
     step_input = tokens
     for number in range(1, max(limits) + 1):
         logits = model.decode(step_input, memory, src_allowed, cache=cache, start=tokens.size(1) - step_input.size(1))
-        log_probs = next_token_log_probs(model, logits[:, -1])  # (B*K, V)
+        log_probs = next_token_log_probs(model, logits[:, -1], scoring)  # (B*K, V)
+        if scoring.force_eos:
+            log_probs = force_eos(log_probs, at_limit == number, config.eos_id)
         vocab = log_probs.size(-1)
         candidates = (scores.view(-1, 1) + log_probs).view(batch, beams * vocab)
         top_scores, top_index = candidates.topk(min(2 * beams, beams * vocab), dim=1)  # (B, 2K)
@@ -323,7 +419,7 @@ def _search(
             scores=torch.full((batch, beams), float("-inf"), device=device),
             origins=torch.arange(batch, device=device).repeat_interleave(beams) * beams,
             next_tokens=torch.full((batch * beams,), config.pad_id, dtype=torch.long, device=device),
-            penalty=length_penalty(tokens.size(1), alpha),  # the length once this step's token is added
+            penalty=scoring.penalty(number, len(prefix)),
         )
         for row, (row_scores, row_index) in enumerate(zip(top_scores.tolist(), top_index.tolist(), strict=True)):
             if done[row]:
@@ -333,12 +429,14 @@ def _search(
             kept = _choose(step, row, ranked, vocab, config.eos_id, finished[row], recorder)
             if number == limits[row]:
                 _finish_live(step, row, kept, finished[row], recorder)
+                recorder.end("max_len")
                 done[row] = True
             finished[row].sort(key=lambda h: h.score, reverse=True)
             del finished[row][beams:]
             if len(finished[row]) == beams and not done[row]:
                 best_alive = float(step.scores[row].max())
-                done[row] = best_alive == float("-inf") or best_alive / longest_penalty[row] <= finished[row][-1].score
+                worst = finished[row][-1].score
+                done[row] = _cannot_improve(scoring, best_alive, worst, number, limits[row], len(prefix))
                 if done[row]:
                     recorder.end("no live beam" if best_alive == float("-inf") else "bound")
             recorder.next_step()
@@ -385,9 +483,12 @@ class ForcedPass:
 
 
 @torch.inference_mode()
-def forced_pass(model: Transformer, source: EncodedSource, tgt_ids: list[int]) -> ForcedPass:
+def forced_pass(
+    model: Transformer, source: EncodedSource, tgt_ids: list[int], banned: tuple[int, ...] = ()
+) -> ForcedPass:
     """Run the decoder over one encoded sentence, fed ``tgt_ids[:-1]`` (BOS first), under capture. Its
-    probabilities are those decoding chooses from: the tokens that can never be generated have probability 0.
+    probabilities are those decoding chooses from: the tokens that can never be generated (and ``banned``, those
+    a Scoring bans) have probability 0.
 
     Because decoder self-attention is causal, row t of every attention matrix equals what
     step t of incremental decoding computes, so a whole decoding trace costs one decoder pass
@@ -398,7 +499,7 @@ def forced_pass(model: Transformer, source: EncodedSource, tgt_ids: list[int]) -
     with capture_attention(model) as capture:
         logits = model.decode(tgt, memory, src_allowed)  # (1, T, V)
     return ForcedPass(
-        probs=next_token_log_probs(model, logits[0]).exp().cpu(),  # what decoding chooses from: no <pad>, no BOS
+        probs=next_token_log_probs(model, logits[0], Scoring(banned=banned)).exp().cpu(),  # no <pad>, no BOS
         attention=source.attention | {name: value[0] for name, value in capture.attention.items()},
         positional=source.positional | dict(capture.positional),
         embedding_norms={

@@ -19,13 +19,16 @@ from model.decoding import (
     DEFAULT_ALPHA,
     DEFAULT_BEAM_SIZE,
     Encoded,
+    Scoring,
     beam_search,
     beam_search_tree,
+    chosen_scoring,
     default_max_len,
     encode_captured,
     forced_pass,
     greedy_decode,
 )
+from model.generation_defaults import AuthorsDecoding, authors_decoding
 from model.tokenizer import Tokenizer
 from model.trace import DEFAULT_TOP_K, Trace
 from model.transformer import Transformer
@@ -40,6 +43,11 @@ def clean_text(text: str) -> str:
     """Make any user string safe for SentencePiece: lone surrogates and control characters become spaces."""
     text = text.encode("utf-8", "replace").decode("utf-8")  # lone surrogates -> "?"
     return "".join(" " if unicodedata.category(ch) == "Cc" else ch for ch in text)
+
+
+def forced_end(scoring: Scoring | None, output: list[int], prefix: list[int], limit: int) -> bool:
+    """Whether the output's EOS may be one the scoring forced: it ends at the limit under ``force_eos``."""
+    return scoring is not None and scoring.force_eos and len(output) - len(prefix) >= limit > 0
 
 
 @dataclass
@@ -68,10 +76,17 @@ class Translator:
 
     @property
     def authors_limit(self) -> int | None:
-        """Output tokens an imported model's authors allow by default (their generation settings' ``max_length``,
-        which counts the start token), or None for a model trained here (its default is ``default_max_len``)."""
-        length = (self.card.extra.get("generation_defaults") or {}).get("max_length")
-        return int(length) - 1 if length else None
+        """Output tokens an imported model's authors allow by default (their generation settings' length, as
+        ``authors_decoding`` reads it), or None for a model trained here (its default is ``default_max_len``)."""
+        authors = self.authors_decoding
+        return authors.max_len if authors else None
+
+    @property
+    def authors_decoding(self) -> AuthorsDecoding | None:
+        """How an imported model's authors decode (their generate settings, read by model.generation_defaults), or
+        None for a model without them (one trained here)."""
+        defaults = self.card.extra.get("generation_defaults")
+        return authors_decoding(defaults, self.config) if defaults else None
 
     def source_ids(self, text: str) -> SourceIds:
         pieces = self.tokenizer.encode(clean_text(text), "source")
@@ -114,6 +129,7 @@ class Translator:
         prefix: list[int] | None,
         encoded: Encoded | None = None,
         alpha: float = DEFAULT_ALPHA,
+        scoring: Scoring | None = None,
     ) -> list[list[int]]:
         width = max(len(ids) for ids in sources)
         src = torch.full((len(sources), width), self.config.source_pad_id, dtype=torch.long)
@@ -121,12 +137,14 @@ class Translator:
             src[row, : len(ids)] = torch.tensor(ids)
         src = src.to(device)
         if beam_size <= 1:
-            return greedy_decode(model, src, max_len=max_len, prefix=prefix, encoded=encoded)
-        hypotheses = beam_search(model, src, beam_size, max_len=max_len, alpha=alpha, prefix=prefix, encoded=encoded)
+            return greedy_decode(model, src, max_len, prefix, encoded, scoring or Scoring(alpha=alpha))
+        hypotheses = beam_search(model, src, beam_size, max_len, alpha, prefix, encoded, scoring)
         return [hyps[0].tokens for hyps in hypotheses]
 
-    def translate(self, text: str, beam_size: int = DEFAULT_BEAM_SIZE, max_len: int | None = None) -> str:
-        return self.translate_batch([text], beam_size=beam_size, max_len=max_len)[0]
+    def translate(
+        self, text: str, beam_size: int = DEFAULT_BEAM_SIZE, max_len: int | None = None, scoring: Scoring | None = None
+    ) -> str:
+        return self.translate_batch([text], beam_size=beam_size, max_len=max_len, scoring=scoring)[0]
 
     def translate_batch(
         self,
@@ -135,8 +153,10 @@ class Translator:
         max_len: int | None = None,
         batch_size: int = DEFAULT_BATCH_SIZE,
         alpha: float = DEFAULT_ALPHA,
+        scoring: Scoring | None = None,
     ) -> list[str]:
-        """Translate many sentences, batching similar lengths together; ``alpha``: the beam's length penalty."""
+        """Translate many sentences, batching similar lengths together; ``alpha``: the beam's length penalty, or
+        ``scoring``: the whole way a search ranks and stops (e.g. ``authors_decoding.scoring``)."""
         sources = [self.source_ids(text).ids for text in texts]
         if max_len is None and self.authors_limit is not None:  # else each sentence's own default (row_limits)
             max_len = min(self.authors_limit, self.config.max_tokens)
@@ -146,7 +166,9 @@ class Translator:
             chunk = order[start : start + batch_size]
             chunk_sources = [sources[i] for i in chunk]
             outputs, _ = self.run(
-                lambda m, d, batch=chunk_sources: self._generate(m, d, batch, beam_size, max_len, None, alpha=alpha)
+                lambda m, d, batch=chunk_sources: self._generate(
+                    m, d, batch, beam_size, max_len, None, alpha=alpha, scoring=scoring
+                )
             )
             for index, ids in zip(chunk, outputs, strict=True):
                 results[index] = self.tokenizer.decode(ids, "target")
@@ -163,6 +185,7 @@ class Translator:
         *,
         target_ids: list[int] | None = None,
         prefix_ids: list[int] | None = None,
+        scoring: Scoring | None = None,
     ) -> Trace:
         """Translate (or, with ``target``, teacher-force) one sentence and record every step.
 
@@ -170,7 +193,8 @@ class Translator:
         (``max_len`` then counts the tokens after the prefix). ``target_ids`` and
         ``prefix_ids`` do the same with target token ids instead of text (BOS left out;
         ``target_ids`` is read exactly as given, so EOS only when it is there), e.g. a beam
-        search hypothesis or a what-if fork.
+        search hypothesis or a what-if fork. ``scoring``: how the search ranks, stops and ends (None: ours);
+        ``authors_decoding`` gives an imported model's with its beam size and limit.
         """
         if target is not None and target_ids is not None:
             raise ValueError("give target or target_ids, not both")
@@ -187,9 +211,17 @@ class Translator:
             prefix_ids = self._checked_output(prefix_ids, "prefix_ids")
         else:
             prefix_ids = self.target_ids(prefix, room - 1) if prefix else []
-        settings = {"target": target, "prefix": prefix, "target_ids": target_ids, "prefix_ids": prefix_ids}
+        settings = {
+            "target": target,
+            "prefix": prefix,
+            "target_ids": target_ids,
+            "prefix_ids": prefix_ids,
+            "scoring": scoring.to_dict() if scoring else None,
+        }
         trace, notice = self.run(
-            lambda m, d: self._trace_on(m, d, text, beam_size, max_len or None, top_k, target_ids, prefix_ids, settings)
+            lambda m, d: self._trace_on(
+                m, d, text, beam_size, max_len or None, top_k, target_ids, prefix_ids, settings, scoring
+            )
         )
         if notice:
             trace.settings["notice"] = notice
@@ -231,9 +263,18 @@ class Translator:
         room = max(0, total - len(prefix_ids))  # what is left of the original's limit after the forced tokens
         beam_size = int(settings.get("beam_size", 1))
         top_k = top_k or int(settings.get("top_k", DEFAULT_TOP_K))
-        requested = {"target": None, "prefix": None, "target_ids": None, "prefix_ids": prefix_ids}
+        scoring = Scoring.from_dict(settings["scoring"]) if settings.get("scoring") else None
+        requested = {
+            "target": None,
+            "prefix": None,
+            "target_ids": None,
+            "prefix_ids": prefix_ids,
+            "scoring": settings.get("scoring"),
+        }
         forked, notice = self.run(
-            lambda m, d: self._trace_on(m, d, original.source_text, beam_size, room, top_k, None, prefix_ids, requested)
+            lambda m, d: self._trace_on(
+                m, d, original.source_text, beam_size, room, top_k, None, prefix_ids, requested, scoring
+            )
         )
         if notice:
             forked.settings["notice"] = notice
@@ -253,6 +294,7 @@ class Translator:
         max_len: int | None = None,
         alpha: float = DEFAULT_ALPHA,
         prefix_ids: list[int] | None = None,
+        scoring: Scoring | None = None,
     ) -> BeamTree:
         """The search behind ``trace(text, beam_size, max_len)``: every hypothesis it examined, as plain data.
 
@@ -265,7 +307,8 @@ class Translator:
         prefix_ids = self._checked_output(prefix_ids or [], "prefix_ids")
         if prefix_ids[-1:] == [self.config.eos_id]:
             raise ValueError("prefix_ids ends with EOS: there is nothing left to search")
-        tree, _ = self.run(lambda m, d: self._beam_tree_on(m, d, source.ids, beam_size, max_len, alpha, prefix_ids))
+        scoring = chosen_scoring(alpha, scoring)
+        tree, _ = self.run(lambda m, d: self._beam_tree_on(m, d, source.ids, beam_size, max_len, scoring, prefix_ids))
         for node, piece in zip(tree.nodes, self.tokenizer.pieces([n.token for n in tree.nodes], "target"), strict=True):
             node.piece = piece
         tree.source_text = text
@@ -281,14 +324,14 @@ class Translator:
         source: list[int],
         beam_size: int,
         max_len: int | None,
-        alpha: float,
+        scoring: Scoring,
         prefix_ids: list[int],
     ) -> BeamTree:
         limit = self._output_limit(model, len(source), max_len or None, prefix_ids)
         if limit < 1:
             raise ValueError(f"a prefix of {len(prefix_ids)} tokens leaves no room to search in this model")
         src = torch.tensor([source], dtype=torch.long, device=device)
-        return beam_search_tree(model, src, beam_size, max_len=limit, alpha=alpha, prefix=prefix_ids)[0]
+        return beam_search_tree(model, src, beam_size, max_len=limit, prefix=prefix_ids, scoring=scoring)[0]
 
     def beam_node_trace(self, tree: BeamTree, node_id: int, top_k: int = DEFAULT_TOP_K) -> Trace:
         """The hypothesis ending at one beam-tree node, teacher-forced: its attention at every step.
@@ -320,10 +363,12 @@ class Translator:
         forced_ids: list[int] | None,
         prefix_ids: list[int],
         requested: dict[str, Any],
+        scoring: Scoring | None = None,
     ) -> Trace:
         config = self.config
         source = self.source_ids(text)
         encoder_pass = encode_captured(model, source.ids)  # the sentence's one encoder pass
+        limit = 0  # tokens decoding could add: none when teacher-forced
         if forced_ids is not None:
             mode = "forced"
             output = forced_ids
@@ -332,11 +377,14 @@ class Translator:
             limit = self._output_limit(model, len(source.ids), max_len, prefix_ids)
             if limit > 0 and prefix_ids[-1:] != [config.eos_id]:
                 sources = [source.ids]
-                output = self._generate(model, device, sources, beam_size, limit, prefix_ids, encoder_pass.encoded)[0]
+                encoded = encoder_pass.encoded
+                output = self._generate(model, device, sources, beam_size, limit, prefix_ids, encoded, scoring=scoring)[
+                    0
+                ]
             else:
                 output = prefix_ids
         target_ids = [config.start_id] + output
-        result = forced_pass(model, encoder_pass, target_ids)
+        result = forced_pass(model, encoder_pass, target_ids, scoring.banned if scoring else ())
         k = min(top_k, result.probs.size(-1))
         top = result.probs.topk(k, dim=-1)
         chosen = torch.tensor(target_ids[1:])
@@ -362,8 +410,10 @@ class Translator:
                 **requested,
                 "truncated": source.truncated,
                 "source_pieces_before_truncation": source.original_length,
-                # decoding reached its output limit before the model wrote EOS: the translation may be unfinished
-                "cut_off": mode != "forced" and target_ids[-1] != config.eos_id,
+                # decoding reached its output limit before the model wrote EOS (or was made to write it there, as
+                # generate's forced_eos_token_id does): the translation may be unfinished
+                "cut_off": mode != "forced"
+                and (target_ids[-1] != config.eos_id or forced_end(scoring, output, prefix_ids, limit)),
             },
             model_info={
                 "checkpoint": self.name,

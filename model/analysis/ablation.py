@@ -29,7 +29,7 @@ import torch
 from model.analysis.alignment import TokenDiff, token_diff
 from model.analysis.pairs import AttentionPair, attention_pair
 from model.capture import intervene
-from model.decoding import DEFAULT_BEAM_SIZE
+from model.decoding import DEFAULT_BEAM_SIZE, Scoring
 from model.heads import HeadRef, check_heads
 from model.trace import DEFAULT_TOP_K, Trace
 from model.transformer import Transformer
@@ -222,20 +222,21 @@ def compare_ablation(
     max_len: int | None = None,
     means: HeadMeans | None = None,
     top_k: int = DEFAULT_TOP_K,
+    scoring: Scoring | None = None,
 ) -> AblationComparison:
     """Translate ``text`` as is and with ``heads`` removed; diff the outputs and score the original's tokens.
 
     ``mode="mean"`` without ``means`` uses each head's mean over this sentence forced on its
-    original translation (``mean_head_outputs``).
+    original translation (``mean_head_outputs``). ``scoring``: the search's, as in Translator.trace.
     """
     heads = check_heads(translator.config, heads)
-    original = translator.trace(text, beam_size, max_len, top_k)
+    original = translator.trace(text, beam_size, max_len, top_k, scoring=scoring)
     output = original.target_ids[1:]
     if mode == "mean" and means is None:
         means = mean_head_outputs(translator, [text], [output])
     with ablate_heads(translator.model, heads, mode, means):
-        ablated = translator.trace(text, beam_size, max_len, top_k)
-        forced = translator.trace(text, beam_size, top_k=top_k, target_ids=output)
+        ablated = translator.trace(text, beam_size, max_len, top_k, scoring=scoring)
+        forced = translator.trace(text, beam_size, top_k=top_k, target_ids=output, scoring=scoring)
     record = {"heads": [asdict(ref) for ref in heads], "mode": mode}
     ablated.settings["ablation"] = record
     forced.settings["ablation"] = record

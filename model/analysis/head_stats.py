@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from model.decoding import DEFAULT_BEAM_SIZE
+from model.decoding import DEFAULT_BEAM_SIZE, Scoring
 from model.heads import ATTENTION_KINDS, KIND_LABELS, module_kind
 from model.tokenizer import WORD_START
 from model.trace import Trace
@@ -219,11 +219,12 @@ def batch_head_statistics(
     max_len: int | None = None,
     band: float = DIAGONAL_BAND,
     progress: Callable[[int, int], None] | None = None,
+    scoring: Scoring | None = None,
 ) -> list[dict[str, Any]]:
     """The statistics table over many sentences: each is translated and traced, then tables are averaged.
 
     Blank sentences are skipped (ValueError when none is left). The translation is the model's
-    own (``beam_size``, ``max_len`` as in Translator.trace). ``progress(done, total)`` is called
+    own (``beam_size``, ``max_len``, ``scoring`` as in Translator.trace). ``progress(done, total)`` is called
     after each sentence. Averaging: see mean_head_statistics.
     """
     texts = [text.strip() for text in sentences if text.strip()]
@@ -231,7 +232,8 @@ def batch_head_statistics(
         raise ValueError("no sentences: give at least one non-blank sentence")
     tables = []
     for done, text in enumerate(texts, start=1):
-        tables.append(trace_head_statistics(translator.trace(text, beam_size=beam_size, max_len=max_len), band=band))
+        trace = translator.trace(text, beam_size=beam_size, max_len=max_len, scoring=scoring)
+        tables.append(trace_head_statistics(trace, band=band))
         if progress is not None:
             progress(done, len(texts))
     return mean_head_statistics(tables)

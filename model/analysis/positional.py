@@ -22,7 +22,7 @@ import torch
 from model.analysis.alignment import TokenDiff, token_diff
 from model.analysis.pairs import AttentionPair, attention_pair
 from model.capture import intervene
-from model.decoding import DEFAULT_BEAM_SIZE
+from model.decoding import DEFAULT_BEAM_SIZE, Scoring
 from model.trace import DEFAULT_TOP_K, Trace
 from model.transformer import Transformer
 
@@ -105,20 +105,21 @@ def compare_positional(
     max_len: int | None = None,
     stacks: Sequence[str] = POSITIONAL_STACKS,
     top_k: int = DEFAULT_TOP_K,
+    scoring: Scoring | None = None,
 ) -> PositionalComparison:
     """Translate ``text`` as is and under a positional experiment: "no-pe" (encoding removed in ``stacks``)
-    or "shuffle" (source words in a seeded random order, the model unchanged)."""
+    or "shuffle" (source words in a seeded random order, the model unchanged). ``scoring``: as in Translator.trace."""
     if experiment not in POSITIONAL_EXPERIMENTS:
         raise ValueError(f"experiment must be one of {POSITIONAL_EXPERIMENTS}, not {experiment!r}")
-    original = translator.trace(text, beam_size, max_len, top_k)
+    original = translator.trace(text, beam_size, max_len, top_k, scoring=scoring)
     if experiment == "no-pe":
         with without_positional_encoding(translator.model, stacks):
-            modified = translator.trace(text, beam_size, max_len, top_k)
+            modified = translator.trace(text, beam_size, max_len, top_k, scoring=scoring)
         removed_from, used_seed, order = tuple(stacks), None, []
         record = {"experiment": experiment, "stacks": list(removed_from)}
     else:
         order = word_order(len(text.split()), seed)
-        modified = translator.trace(shuffle_source_words(text, seed), beam_size, max_len, top_k)
+        modified = translator.trace(shuffle_source_words(text, seed), beam_size, max_len, top_k, scoring=scoring)
         removed_from, used_seed = (), seed
         record = {"experiment": experiment, "seed": seed, "word_order": order}
     modified.settings["positional_experiment"] = record

@@ -30,20 +30,27 @@ import torch
 
 from model.checkpoint import PICKLE_SUFFIXES, CheckpointError, read_json, save_checkpoint
 from model.config import TransformerConfig
+from model.generation_defaults import NEUTRAL
 from model.layers import sinusoidal_encoding
 from model.tokenizer import MARIAN_FILES, MARIAN_TARGET_VOCAB, Tokenizer
 from model.transformer import Transformer
 
 SUPPORTED = "MarianMTModel (config.json model_type 'marian')"
 ACTIVATIONS = {"swish": "swish", "silu": "swish", "relu": "relu", "gelu": "gelu"}
+# generate's settings the card records: what model.generation_defaults follows, and those it names as not followed
 GENERATION_KEYS = (
     "num_beams",
     "max_length",
+    "max_new_tokens",
+    "length_penalty",
+    "early_stopping",
+    "renormalize_logits",
     "forced_eos_token_id",
     "bad_words_ids",
     "decoder_start_token_id",
     "eos_token_id",
     "pad_token_id",
+    *NEUTRAL,
 )
 SAFETENSORS_HINT = (
     "only pickled weights (pytorch_model.bin) were found, and pickles can run code, so they are not read; "

@@ -85,6 +85,7 @@ def test_trace_records_mode_beam_size_limits_and_the_model(toy):
         "prefix": None,
         "target_ids": None,
         "prefix_ids": [],
+        "scoring": None,
         "truncated": False,
         "source_pieces_before_truncation": 5,
         "cut_off": False,
