@@ -32,6 +32,7 @@ from model.analysis.internals import AttentionStages, attention_stages
 from model.analysis.positional import PositionalComparison, compare_positional
 from model.beam_tree import BeamTree
 from model.checkpoint import CheckpointEntry, read_config, scan_checkpoints
+from model.decoding import Scoring
 from model.heads import HeadRef
 from model.trace import Trace
 from model.training.pool import TrainingPool, default_slots
@@ -87,6 +88,7 @@ class TraceKey:
     max_len: int | None
     target: str | None = None
     target_ids: tuple[int, ...] | None = None
+    scoring: Scoring | None = None  # None: our search; else e.g. the model's authors' (model.generation_defaults)
 
     def free(self) -> TraceKey:
         """The same sentence and settings, translated by the model itself."""
@@ -140,6 +142,7 @@ def compute_trace(key: TraceKey) -> Trace:
         max_len=key.max_len,
         target=key.target,
         target_ids=None if key.target_ids is None else list(key.target_ids),
+        scoring=key.scoring,
     )
 
 
@@ -151,7 +154,7 @@ def compute_fork(key: TraceKey, step: int, token: int | str) -> Trace:
 
 @st.cache_data(show_spinner="Searching…", max_entries=64)
 def compute_beam_tree(key: TraceKey, beam_size: int) -> BeamTree:
-    return load_translator(key.model).beam_tree(key.text, beam_size=beam_size, max_len=key.max_len)
+    return load_translator(key.model).beam_tree(key.text, beam_size, key.max_len, scoring=key.scoring)
 
 
 @st.cache_data(show_spinner="Reading the beam…", max_entries=256)
@@ -179,7 +182,9 @@ def trace_statistics(key: TraceKey) -> list[dict[str, Any]]:
 def sentence_statistics(key: TraceKey) -> list[dict[str, Any]]:
     """One sentence of an uploaded file: its statistics table (small), cached per sentence."""
     translator = load_translator(key.model)
-    return batch_head_statistics(translator, [key.text], beam_size=key.beam_size, max_len=key.max_len)
+    return batch_head_statistics(
+        translator, [key.text], beam_size=key.beam_size, max_len=key.max_len, scoring=key.scoring
+    )
 
 
 @st.cache_data(show_spinner="Finding a readable head…", max_entries=64)
@@ -192,7 +197,7 @@ def readable_head(key: ModelKey, examples: tuple[str, ...]) -> tuple[int, int]:
 @st.cache_data(show_spinner="Switching heads off…", max_entries=256)
 def compute_ablation(key: TraceKey, heads: tuple[HeadRef, ...], mode: str) -> AblationComparison:
     translator = load_translator(key.model)
-    return compare_ablation(translator, key.text, list(heads), mode=mode, beam_size=key.beam_size, max_len=key.max_len)
+    return compare_ablation(translator, key.text, list(heads), mode, key.beam_size, key.max_len, scoring=key.scoring)
 
 
 @st.cache_data(show_spinner="Ranking the heads…", max_entries=256)
@@ -206,7 +211,14 @@ def compute_importance(key: TraceKey, mode: str) -> HeadImportance:
 def compute_positional(key: TraceKey, experiment: str, stacks: tuple[str, ...], seed: int) -> PositionalComparison:
     translator = load_translator(key.model)
     return compare_positional(
-        translator, key.text, experiment, seed=seed, beam_size=key.beam_size, max_len=key.max_len, stacks=stacks
+        translator,
+        key.text,
+        experiment,
+        seed=seed,
+        beam_size=key.beam_size,
+        max_len=key.max_len,
+        stacks=stacks,
+        scoring=key.scoring,
     )
 
 

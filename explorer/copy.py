@@ -266,6 +266,12 @@ EXPLANATIONS: dict[str, str] = {
         "(cross-attention) and in its own output so far (decoder self-attention)."
     ),
     "sentence": "Type a sentence and press Enter: the model translates it and every view shows its attention.",
+    "authors_decoding": (
+        "An imported model comes with the settings its authors translate with (Hugging Face `generate`'s: beam "
+        "size, length penalty, output limit, banned tokens, a forced </s> at the limit). On, the page decodes "
+        "exactly as `generate` does with them, token for token; off, it uses this page's own search, whose "
+        "settings are below."
+    ),
     "teacher_forcing": (
         "With teacher forcing you type the target yourself: the model reads your tokens instead of "
         "its own, and you see the attention and probabilities it gives them."

@@ -35,6 +35,7 @@ from model.card import Card
 from model.checkpoint import CheckpointEntry
 from model.heads import parse_module_name
 from model.tokenizer import starts_with_language_code, with_language_code
+from model.trace import Trace
 from model.translator import Translator
 from viz.export import lesson_html
 
@@ -131,7 +132,7 @@ def open_page() -> PageContext | None:
     entry, model_key, translator = checkpoint_picker()
     language_code = target_language_picker(translator)
     fit_sentence(translator)
-    decoding, display = settings_controls(translator.config.max_len)
+    decoding, display = settings_controls(translator.config.max_len, translator.authors_decoding)
     with st.sidebar:
         svg_download.mount()  # draws nothing: it adds the SVG button to every chart's toolbar
     reconnect.mount()
@@ -143,7 +144,7 @@ def open_page() -> PageContext | None:
     if translator.tokenizer.language_codes() and not (language_code or starts_with_language_code(text)):
         st.warning(NO_TARGET_LANGUAGE)
     text = with_language_code(text, language_code)
-    trace_key = TraceKey(model_key, text, decoding.beam_size, decoding.max_len, target)
+    trace_key = TraceKey(model_key, text, decoding.beam_size, decoding.max_len, target, scoring=decoding.scoring)
     trace = compute_trace(trace_key)
     if st.session_state.teacher_forcing and target is None:
         st.info(
@@ -152,6 +153,20 @@ def open_page() -> PageContext | None:
     st.session_state.translation = trace.translation
     return PageContext(
         entry, translator.config, trace, trace_key, display, first_head(entry, model_key), Lesson(), controls
+    )
+
+
+def cut_off_notice(trace: Trace) -> str:
+    """Why a translation stopped before the model ended it, and how to let it finish."""
+    if trace.settings.get("scoring"):
+        return (
+            f"The translation was cut off: it reached the model's authors' limit of {trace.n_steps} output tokens "
+            "before the model ended it (their settings end it with </s> there). Turn off *Decode as the model's "
+            "authors do* and raise *Max output tokens* to let it finish."
+        )
+    return (
+        f"The translation was cut off: it reached the limit of {trace.n_steps} output tokens before the model "
+        "ended it. Raise *Max output tokens* in the sidebar to let it finish."
     )
 
 
@@ -171,10 +186,7 @@ def translation_section(ctx: PageContext, hide_output: bool) -> None:
         st.warning(truncated)
         spoken.append(truncated)
     if trace.settings.get("cut_off"):
-        cut_off = (
-            f"The translation was cut off: it reached the limit of {trace.n_steps} output tokens before the model "
-            "ended it. Raise *Max output tokens* in the sidebar to let it finish."
-        )
+        cut_off = cut_off_notice(trace)
         st.warning(cut_off, icon=":material/content_cut:")
         spoken.append(cut_off.replace("*", ""))
     calibration = ctx.card.domain_section.calibration

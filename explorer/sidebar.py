@@ -22,6 +22,8 @@ from explorer.context import Display
 from explorer.copy import DEVICE_NAMES, EXPLANATIONS, LANGUAGE_NAMES, describe_card, escape_markdown
 from explorer.state import BEAM_SIZES, DEVICES, DISPLAY_TOGGLES, SEARCHES, bind, presenting
 from model.checkpoint import CheckpointEntry, read_card
+from model.decoding import Scoring
+from model.generation_defaults import AuthorsDecoding
 from model.translator import Translator
 
 DEFAULT_CHECKPOINT = "multi30k-en-de"
@@ -42,10 +44,12 @@ html { font-size: 22px; }
 
 @dataclass(frozen=True)
 class Decoding:
-    """How the model translates: beam size 1 is greedy search; ``max_len`` None lets the model decide."""
+    """How the model translates: beam size 1 is greedy search; ``max_len`` None lets the model decide; ``scoring``
+    None is our search, else how the model's authors rank, stop and end (model.generation_defaults)."""
 
     beam_size: int
     max_len: int | None
+    scoring: Scoring | None = None
 
 
 def prefill_target() -> None:
@@ -170,30 +174,31 @@ def target_language_picker(translator: Translator) -> str | None:
     return code or None
 
 
-def settings_controls(max_len: int) -> tuple[Decoding, Display]:
-    """Decoding and display settings; presenter mode hides them but keeps their values."""
+def settings_controls(max_len: int, authors: AuthorsDecoding | None) -> tuple[Decoding, Display]:
+    """Decoding and display settings; presenter mode hides them but keeps their values. ``authors``: an imported
+    model's own decoding, offered as a preset that replaces the search settings."""
+    bind("authors_decoding")
     bind("decoding")
     bind("beam_size")
     bind("max_len", None, [None, *range(1, max_len - 1)])
     bind("teacher_forcing")
     for key in DISPLAY_TOGGLES:
         bind(key)
+    as_authors = authors is not None and st.session_state.authors_decoding
     if not presenting():
         st.sidebar.header("Decoding")
-        st.sidebar.radio(
-            "Search", SEARCHES, format_func=str.capitalize, horizontal=True, key="decoding", persist_state="page"
-        )
-        if st.session_state.decoding == "beam":
-            st.sidebar.slider("Beam size", BEAM_SIZES[0], BEAM_SIZES[-1], key="beam_size", persist_state="page")
-        st.sidebar.number_input(
-            "Max output tokens",
-            min_value=1,
-            max_value=max_len - 2,
-            value=None,
-            placeholder="automatic",
-            key="max_len",
-            persist_state="page",
-        )
+        if authors is not None:
+            st.sidebar.toggle(
+                "Decode as the model's authors do",
+                key="authors_decoding",
+                help=EXPLANATIONS["authors_decoding"],
+                persist_state="page",
+            )
+            as_authors = st.session_state.authors_decoding
+        if as_authors:
+            st.sidebar.caption(authors_caption(authors))
+        else:
+            search_controls(max_len)
         st.sidebar.toggle(
             "Teacher forcing: type the target myself",
             key="teacher_forcing",
@@ -206,5 +211,34 @@ def settings_controls(max_len: int) -> tuple[Decoding, Display]:
         st.sidebar.toggle("Show special tokens", key="show_special", help=EXPLANATIONS["special"], persist_state="page")
         st.sidebar.toggle("Write the weights in the cells", key="annotate", persist_state="page")
     state = st.session_state
-    decoding = Decoding(beam_size=state.beam_size if state.decoding == "beam" else 1, max_len=state.max_len)
+    if as_authors:
+        decoding = Decoding(authors.beam_size, authors.max_len, authors.scoring)
+    else:
+        decoding = Decoding(beam_size=state.beam_size if state.decoding == "beam" else 1, max_len=state.max_len)
     return decoding, Display(**{key: state[key] for key in DISPLAY_TOGGLES})
+
+
+def search_controls(max_len: int) -> None:
+    """Our search: greedy or beam, its width, and the output limit."""
+    st.sidebar.radio(
+        "Search", SEARCHES, format_func=str.capitalize, horizontal=True, key="decoding", persist_state="page"
+    )
+    if st.session_state.decoding == "beam":
+        st.sidebar.slider("Beam size", BEAM_SIZES[0], BEAM_SIZES[-1], key="beam_size", persist_state="page")
+    st.sidebar.number_input(
+        "Max output tokens",
+        min_value=1,
+        max_value=max_len - 2,
+        value=None,
+        placeholder="automatic",
+        key="max_len",
+        persist_state="page",
+    )
+
+
+def authors_caption(authors: AuthorsDecoding) -> str:
+    """What the authors' preset does, in words, and which of their settings it leaves out."""
+    caption = f"As the model's authors decode (Hugging Face `generate` with their settings): {authors.describe()}."
+    if authors.not_followed:
+        caption += f" Not followed here: {', '.join(f'`{setting}`' for setting in authors.not_followed)}."
+    return caption

@@ -142,6 +142,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("train_all_heads", parse_bool, False, BOOLEANS),
     Setting("presenter", parse_bool, False, BOOLEANS),
     Setting("device", parse_text, "auto", DEVICES),
+    Setting("authors_decoding", parse_bool, False, BOOLEANS),
     Setting("decoding", parse_text, "greedy", SEARCHES),
     Setting("beam_size", int, DEFAULT_BEAM_SIZE, BEAM_SIZES),
     Setting("max_len", int),
