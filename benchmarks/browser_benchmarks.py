@@ -1,11 +1,14 @@
-"""What a person waits for in a real browser: the first attention heatmap of a new page, and its redraw after Enter.
+"""What a person waits for in a real browser: the first attention heatmap of a new page, its redraw after Enter,
+and the redraw after a head, view or decoding-step change.
 
 Headless Debian Chromium at 1280x800 drives a real ``streamlit run app.py`` reading only the
 subject checkpoint. A script installed before every page load records, with the page's own
 clock (``performance.now()``, 0 at navigation), when the first plotly heatmap's plotting area
-appears; an edit is timed from the Enter key's keydown to the first chart showing the new
-sentence's pieces. The baseline is the floor: a bare Streamlit page with one text box and one
-plotly heatmap (benchmarks/bare_heatmap_page.py), measured the same way in the same run.
+appears, and the time of the last Enter keydown or click; an edit is timed from Enter to the
+first chart showing the new sentence's pieces, a control from its click or Enter to the first
+chart bearing the title it asks for. The baseline is the floor: a bare Streamlit page with one
+text box, one head picker and one plotly heatmap (benchmarks/bare_heatmap_page.py), measured the
+same way in the same run. The same edit is timed again on a random model of opus-mt-en-de's shape.
 """
 
 from __future__ import annotations
@@ -13,17 +16,23 @@ from __future__ import annotations
 import statistics
 import tempfile
 import time
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
+
+import torch
 
 from benchmarks.context import Context
 from benchmarks.records import Check, Record
 from benchmarks.subject import REPO, sentence_with_pieces
 from benchmarks.timing import wait_for
+from model.heads import KIND_TITLES
+from model.translator import Translator
 from viz.tokens import display_labels
 
 BARE_PAGE = Path(__file__).with_name("bare_heatmap_page.py")
 VIEWPORT = {"width": 1280, "height": 800, "deviceScaleFactor": 1, "mobile": False}
-# Installed before each document: the time the first heatmap's plotting area exists, and Enter's keydown.
+# Installed before each document: the time the first heatmap's plotting area exists, and the last Enter or click.
 RECORDER = """
 window.__firstHeatmap = null;
 new MutationObserver((changes, observer) => {
@@ -33,12 +42,19 @@ new MutationObserver((changes, observer) => {
   }
 }).observe(document, {childList: true, subtree: true});
 document.addEventListener('keydown', event => {
-  if (event.key === 'Enter') window.__enterAt = performance.now();
+  if (event.key === 'Enter') window.__inputAt = performance.now();
 }, true);
+document.addEventListener('click', () => { window.__inputAt = performance.now(); }, true);
 """
 FIRST_COLUMNS = """
 const gd = document.querySelector('.js-plotly-plot');
 return gd && gd.layout.xaxis ? {columns: gd.layout.xaxis.ticktext || [], now: performance.now()} : null;
+"""
+# The first chart's title as text (Streamlit's theme wraps a title in <b>).
+FIRST_TITLE = """
+const gd = document.querySelector('.js-plotly-plot');
+const title = gd && gd.layout && gd.layout.title;
+return title ? {title: (title.text || '').replace(/<[^>]*>/g, ''), now: performance.now()} : null;
 """
 SENTENCE_BOX = "input[aria-label='Source sentence'], input[aria-label='Sentence']"  # the page's, the bare page's
 POLL_S = 0.01
@@ -65,14 +81,92 @@ def _edit(driver, sentence: str, columns: list[str]) -> float:
     def redrawn() -> float | None:
         state = driver.execute_script(FIRST_COLUMNS)
         if state and state["columns"] == columns:
-            return state["now"] - driver.execute_script("return window.__enterAt")
+            return state["now"] - driver.execute_script("return window.__inputAt")
         return None
 
     return float(wait_for(redrawn, "the redraw", LIMIT_S, POLL_S))
 
 
-def _measure(script: Path, checkpoints: Path, sentences: list[tuple[str, list[str]]], loads: int) -> dict[str, object]:
-    """Cold and warm first-heatmap times of a page served from ``script``, then one edit per sentence."""
+def _first_title(driver) -> str:
+    return str(wait_for(lambda: driver.execute_script(FIRST_TITLE), "a chart with a title", LIMIT_S, POLL_S)["title"])
+
+
+def _rerun(driver, act: Callable[[], None], wanted: Callable[[str], bool]) -> float:
+    """Do ``act`` (a click, or a choice ended with Enter); ms from it to the first chart with a ``wanted`` title."""
+    act()
+
+    def redrawn() -> float | None:
+        state = driver.execute_script(FIRST_TITLE)
+        if state and wanted(state["title"]):
+            return state["now"] - driver.execute_script("return window.__inputAt")
+        return None
+
+    return float(wait_for(redrawn, "the redraw", LIMIT_S, POLL_S))
+
+
+def _pick(driver, label: str, option: str) -> None:
+    """Choose ``option`` in the selectbox labelled ``label`` as a keyboard user does: type it, then Enter."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    path = f"//div[@data-testid='stSelectbox'][.//label[normalize-space()='{label}']]//input"
+    box = wait_for(lambda: driver.find_elements(By.XPATH, path), f"the {label} picker", LIMIT_S, POLL_S)[0]
+    box.click()
+    box.send_keys(option)
+    box.send_keys(Keys.ENTER)
+
+
+def _head_changes(driver, count: int) -> list[float]:
+    """Switch the first chart's head ``count`` times, between two heads other than the one shown."""
+    shown = _first_title(driver)
+    heads = [head for head in range(4) if not shown.endswith(f"head {head}")][:2]
+    times = []
+    for index in range(count):
+        head = heads[index % 2]
+        times.append(_rerun(driver, lambda head=head: _pick(driver, "Head", f"head {head}"), _ends(f"head {head}")))
+    return times
+
+
+def _ends(suffix: str) -> Callable[[str], bool]:
+    return lambda title: title.endswith(suffix)
+
+
+def _page_interactions(driver, count: int) -> dict[str, list[float]]:
+    """On the page: head changes in the cross-attention view, view switches to the encoder's and back, then steps
+    Next and Previous in the decoding-steps view."""
+    from tests.helpers import click_button
+
+    heads = _head_changes(driver, count)
+    views = []
+    for index in range(count):
+        if index % 2 == 0:
+            wanted = lambda title: title.startswith("Encoder") and "self-attention" in title  # noqa: E731
+            views.append(_rerun(driver, lambda: click_button(driver, KIND_TITLES["encoder"]), wanted))
+        else:
+            wanted = lambda title: "cross-attention" in title  # noqa: E731
+            views.append(_rerun(driver, lambda: click_button(driver, KIND_TITLES["cross"]), wanted))
+    _rerun(driver, lambda: click_button(driver, "Decoding steps"), lambda title: title.startswith("Step "))
+    steps = []
+    for index in range(count):
+        button, step = ("Next", 2) if index % 2 == 0 else ("Previous", 1)
+        steps.append(_rerun(driver, lambda button=button: click_button(driver, button), _starts(f"Step {step}:")))
+    return {"heads": heads, "views": views, "steps": steps}
+
+
+def _starts(prefix: str) -> Callable[[str], bool]:
+    return lambda title: title.startswith(prefix)
+
+
+def _measure(
+    script: Path,
+    checkpoints: Path,
+    sentences: list[tuple[str, list[str]]],
+    loads: int,
+    interact: Callable[[object], dict[str, list[float]]] | None = None,
+    query: str = "",
+) -> dict[str, object]:
+    """Cold and warm first-heatmap times of a page served from ``script`` (at ``query``), one edit per sentence,
+    then ``interact``'s timings."""
     from tests.helpers import chromium, streamlit_server
 
     with (
@@ -81,16 +175,32 @@ def _measure(script: Path, checkpoints: Path, sentences: list[tuple[str, list[st
     ):
         driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", VIEWPORT)
         driver.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": RECORDER})
-        cold = _open(driver, url)
-        warm = [_open(driver, url) for _ in range(loads)]
+        cold = _open(driver, f"{url}/{query}")
+        warm = [_open(driver, f"{url}/{query}") for _ in range(loads)]
         time.sleep(1.0)  # let the last page settle before typing
         edits = [_edit(driver, sentence, columns) for sentence, columns in sentences]
-    return {"cold": cold, "warm": warm, "edits": edits}
+        return {"cold": cold, "warm": warm, "edits": edits, **(interact(driver) if interact else {})}
+
+
+def model_trace_ms(translator: Translator, texts: list[str]) -> float:
+    """Median ms of the page's own trace (greedy) of each text, here, as the page's one request thread runs it."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        times = []
+        for text in texts:
+            start = time.perf_counter()
+            translator.trace(text, beam_size=1)
+            times.append((time.perf_counter() - start) * 1000)
+        return statistics.median(times)
+    finally:
+        torch.set_num_threads(threads)
 
 
 def browser_times(ctx: Context, names: tuple[str, ...]) -> list[Record]:
-    """first_heatmap_ms (a new page on a warm server) and edit_redraw_ms (Enter to redrawn heatmap), each against
-    a bare Streamlit page with one heatmap measured in the same run."""
+    """first_heatmap_ms (a new page on a warm server), edit_redraw_ms (Enter to redrawn heatmap), head_switch_ms,
+    view_switch_ms and step_redraw_ms, each against a bare Streamlit page with one heatmap measured in the same run;
+    edit_overhead_ms (an edit minus the model's own trace) on the subject and on a model of opus-mt-en-de's shape."""
     from tests.helpers import missing_browser
 
     reason = missing_browser()
@@ -102,17 +212,25 @@ def browser_times(ctx: Context, names: tuple[str, ...]) -> list[Record]:
     # the page's first chart, cross-attention, has a column per source piece; the bare page's, a column per word
     ours_sentences = [(text, display_labels(translator.trace(text, beam_size=1).source_pieces)) for text in texts]
     bare_sentences = [(text, text.split()) for text in texts]
+    interactions = ctx.reps(4, 8)
     with tempfile.TemporaryDirectory(prefix="bench-browser-") as root:
         folder = Path(root) / ctx.subject.folder.name
         folder.symlink_to(ctx.subject.folder.resolve())
         loads = ctx.reps(3, 7)
-        ours = _measure(REPO / "app.py", Path(root), ours_sentences, loads)
-        bare = _measure(BARE_PAGE, Path(root), bare_sentences, loads)
+        ours = _measure(
+            REPO / "app.py", Path(root), ours_sentences, loads, partial(_page_interactions, count=interactions)
+        )
+        bare = _measure(
+            BARE_PAGE, Path(root), bare_sentences, loads, lambda driver: {"heads": _head_changes(driver, interactions)}
+        )
+        trace_ms = model_trace_ms(translator, texts)
+        opus = _opus_edits(ctx, Path(root), texts) if "opus_edit_overhead_ms" in names else None
     clock = "the page's performance.now(): "
+    rerun_floor = "the bare page's rerun after its head picker changes (typed, then Enter), its one heatmap redrawn"
     measured = {
         "first_heatmap_ms": (
             "warm",
-            2500.0,
+            (Check("value", "<=", 2500.0), Check("ratio", "<=", 1.2)),
             {
                 "case": "new page, warm server, 1280x800",
                 "baseline_is": "a bare Streamlit page with one text box and one plotly heatmap (the floor)",
@@ -123,23 +241,91 @@ def browser_times(ctx: Context, names: tuple[str, ...]) -> list[Record]:
         ),
         "edit_redraw_ms": (
             "edits",
-            400.0,
+            (Check("value", "<=", 400.0), Check("ratio", "<=", 1.3)),
             {
                 "case": f"{edits} new 15-piece sentences, plain Enter, greedy (the page's default)",
                 "baseline_is": "the bare page redrawing its heatmap for the same sentences",
                 "clock": clock + f"Enter keydown to the new heatmap, polled every {POLL_S}s",
             },
         ),
+        "head_switch_ms": (
+            "heads",
+            (Check("ratio", "<=", 1.3),),
+            {
+                "case": f"{interactions} head changes in the cross-attention view (typed in the Head picker, Enter)",
+                "baseline_is": rerun_floor,
+                "clock": clock + "Enter keydown to the first chart titled with the new head",
+            },
+        ),
+        "view_switch_ms": (
+            "views",
+            (Check("ratio", "<=", 1.3),),
+            {
+                "case": f"{interactions} clicks between the cross-attention and encoder self-attention views",
+                "baseline_is": rerun_floor,
+                "clock": clock + "click to the first chart titled with the new view's attention",
+            },
+        ),
+        "step_redraw_ms": (
+            "steps",
+            (Check("ratio", "<=", 1.3),),
+            {
+                "case": f"{interactions} Next / Previous clicks in the decoding-steps view",
+                "baseline_is": rerun_floor,
+                "clock": clock + "click to the step's first chart (its next-token bars)",
+            },
+        ),
     }
     records = []
-    for name, (samples, budget, params) in measured.items():
+    for name, (samples, checks, params) in measured.items():
         if name in names:
-            value, baseline = statistics.median(ours[samples]), statistics.median(bare[samples])
+            baseline_samples = bare[samples] if samples in bare else bare["heads"]
+            value, baseline = statistics.median(ours[samples]), statistics.median(baseline_samples)
             params = {
                 **params,
                 "value_samples": ours[samples],
-                "baseline_samples": bare[samples],
+                "baseline_samples": baseline_samples,
                 "statistic": "median",
             }
-            records.append(Record(name, value, "ms", baseline, (Check("value", "<=", budget),), params))
+            records.append(Record(name, value, "ms", baseline, checks, params))
+    if "edit_overhead_ms" in names:
+        records.append(_overhead_record("edit_overhead_ms", ours["edits"], trace_ms, ctx.subject.folder.name))
+    if opus is not None:
+        edits_ms, opus_trace_ms = opus
+        records.append(_overhead_record("opus_edit_overhead_ms", edits_ms, opus_trace_ms, OPUS_SHAPE))
     return records
+
+
+OPUS_SHAPE = "opus-shape"
+
+
+def _overhead_record(name: str, edits_ms: list[float], trace_ms: float, model: str) -> Record:
+    """What the page adds to an edit: the median edit minus the median of the model's own trace of the sentences."""
+    edit_ms = statistics.median(edits_ms)
+    return Record(
+        name,
+        edit_ms - trace_ms,
+        "ms",
+        trace_ms,
+        (Check("value", "<=", 150.0),),
+        {
+            "case": f"edit_redraw_ms's edits on {model}, minus the model's own greedy trace of the same sentences",
+            "baseline_is": "the model's own trace (Translator.trace, greedy, one thread) in the benchmark process: "
+            "the ratio is the page's share against the model's",
+            "edit_ms": edit_ms,
+            "edit_samples": edits_ms,
+            "statistic": "median edit - median trace",
+        },
+    )
+
+
+def _opus_edits(ctx: Context, root: Path, texts: list[str]) -> tuple[list[float], float]:
+    """Edits on a page opened on a random model of opus-mt-en-de's shape, and that model's own trace of them."""
+    from benchmarks.model_benchmarks import opus_shaped_translator
+    from model.checkpoint import save_checkpoint
+
+    opus = opus_shaped_translator(ctx.subject.translator.tokenizer, torch.device("cpu"))
+    save_checkpoint(root / OPUS_SHAPE, opus.model, opus.tokenizer, {"name": OPUS_SHAPE, "domain": "random weights"})
+    sentences = [(text, display_labels(opus.trace(text, beam_size=1).source_pieces)) for text in texts]
+    measured = _measure(REPO / "app.py", root, sentences, 1, query=f"?checkpoint={OPUS_SHAPE}")
+    return measured["edits"], model_trace_ms(opus, texts)

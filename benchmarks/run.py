@@ -92,9 +92,18 @@ BENCHMARKS = (
         "30 concurrent sessions on the shared model, p95 latency",
     ),
     Benchmark(
-        ("first_heatmap_ms", "edit_redraw_ms"),
+        (
+            "first_heatmap_ms",
+            "edit_redraw_ms",
+            "head_switch_ms",
+            "view_switch_ms",
+            "step_redraw_ms",
+            "edit_overhead_ms",
+            "opus_edit_overhead_ms",
+        ),
         browser_benchmarks.browser_times,
-        "headless Chromium at 1280x800: first heatmap of a new page, Enter to redrawn heatmap (vs a bare page)",
+        "headless Chromium at 1280x800: first heatmap of a new page, Enter to redrawn heatmap, a head, view or step "
+        "change (vs a bare page); an edit minus the model's trace, also at opus-mt-en-de's shape",
     ),
     Benchmark(("long_input_ms",), single(app_benchmarks.long_input_ms), "256-piece source: trace and all-heads grid"),
     Benchmark(

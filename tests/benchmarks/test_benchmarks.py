@@ -53,6 +53,11 @@ EXPECTED = {
     "long_input_ms",
     "first_heatmap_ms",
     "edit_redraw_ms",
+    "head_switch_ms",
+    "view_switch_ms",
+    "step_redraw_ms",
+    "edit_overhead_ms",
+    "opus_edit_overhead_ms",
     "train_tokens_vs_torch",
     "server_rss_mb",
     "model_budget_rss_mb",
@@ -205,6 +210,12 @@ def test_the_browser_benchmarks_bare_page_draws_one_heatmap_of_the_words_typed()
     figure = json.loads(chart.proto.spec)
     assert [trace["type"] for trace in figure["data"]] == ["heatmap"]
     assert figure["layout"]["xaxis"]["ticktext"] == figure["layout"]["yaxis"]["ticktext"] == ["a", "dog", "runs"]
+    (picker,) = app.selectbox  # the floor of a control's rerun (head_switch_ms and the others)
+    assert picker.label == "Head" and figure["layout"]["title"]["text"] == "head 0"
+    picker.set_value(2).run()
+    (chart,) = app.get("plotly_chart")
+    redrawn = json.loads(chart.proto.spec)
+    assert redrawn["layout"]["title"]["text"] == "head 2" and redrawn["data"][0]["z"] != figure["data"][0]["z"]
 
 
 def test_the_matmul_peak_is_a_rate_and_leaves_the_thread_count_as_it_was():
