@@ -6,10 +6,11 @@ import plotly.graph_objects as go
 import streamlit as st
 
 import viz
+from explorer.admission import in_turn
 from explorer.components import head_view as head_view_component
 from explorer.context import PageContext
 from explorer.copy import DISPLAY_NAMES
-from explorer.state import ALL_QUERIES, DISPLAYS, bind, presenting
+from explorer.state import ALL_QUERIES, DISPLAYS, bind, presenting, write_url_after_fragment
 from explorer.widgets import figure_as_text, how_to_read, layer_and_head_pickers, show_figure
 from model.analysis.attribution import attention_rollout
 from model.heads import KIND_TITLES, head_title
@@ -19,7 +20,17 @@ from viz.presenter import PRESENTER_SCALE
 from viz.trace_views import AttentionAxes
 
 
+@st.fragment
+@in_turn
 def render(ctx: PageContext, kind: str) -> None:
+    """The view as a fragment: a new layer, head or display redraws this view alone, not the whole page (in a
+    browser, re-rendering every element of the page was most of such a change: docs/performance.md)."""
+    ctx.lesson.view = []  # this fragment's charts replace the ones of its previous run
+    draw(ctx, kind)
+    write_url_after_fragment()
+
+
+def draw(ctx: PageContext, kind: str) -> None:
     """The figure, with what to show, the layer and head, and how to read it in a column beside it.
 
     Cross-attention opens on the page's first head (PageContext.first_head), the others on layer 0, head 0.

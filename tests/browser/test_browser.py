@@ -80,6 +80,40 @@ def test_translates_redraws_and_steps(server, driver, translator):
     assert console_errors(driver) == []
 
 
+# Counts the sidebar's elements turning stale: what a whole-page run does to them, and a fragment's run does not.
+STALE_SIDEBAR = """
+window.__staleSidebar = 0;
+new MutationObserver(changes => {
+  for (const change of changes) if (change.target.getAttribute('data-stale') === 'true') window.__staleSidebar++;
+}).observe(document.querySelector('[data-testid="stSidebar"]'), {attributes: true, attributeFilter: ['data-stale'],
+                                                                 subtree: true});
+"""
+
+
+def test_a_new_head_redraws_the_view_alone_and_keeps_the_link(server, driver):
+    """The attention view is a fragment: a head picked reruns it, not the page (the sidebar never goes stale), and
+    the link follows. A new sentence, a whole-page run, shows the detector works."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    load_page(driver, server)
+    shown = next(title for title in drawn_titles(driver) if title.startswith("Decoder layer"))
+    head = next(head for head in range(4) if not shown.endswith(f"head {head}"))
+    driver.execute_script(STALE_SIDEBAR)
+    path = "//div[@data-testid='stSelectbox'][.//label[normalize-space()='Head']]//input"
+    picker = driver.find_element(By.XPATH, path)
+    picker.click()
+    picker.send_keys(f"head {head}", Keys.ENTER)
+    wait_until(driver, lambda d: chart(d, shown.rsplit(" ", 1)[0] + f" {head}") is not None, "the head not redrawn")
+    wait_until(driver, lambda d: f"head={head}" in d.current_url, "the link did not follow the head")
+    assert driver.execute_script("return window.__staleSidebar") == 0
+    box = driver.find_element(By.CSS_SELECTOR, "input[aria-label='Source sentence']")
+    box.send_keys(Keys.CONTROL, "a")
+    box.send_keys(NEW_SENTENCE, Keys.ENTER)
+    wait_until(driver, lambda d: d.execute_script("return window.__staleSidebar") > 0, "a page run left no mark")
+    assert console_errors(driver) == []
+
+
 def test_trace_downloads_as_json(server, driver, translator, tmp_path):
     driver.execute_cdp_cmd("Browser.setDownloadBehavior", {"behavior": "allow", "downloadPath": str(tmp_path)})
     load_page(driver, server)
