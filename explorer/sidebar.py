@@ -177,7 +177,8 @@ def target_language_picker(translator: Translator) -> str | None:
 def settings_controls(max_len: int, authors: AuthorsDecoding | None) -> tuple[Decoding, Display]:
     """Decoding and display settings; presenter mode hides them but keeps their values. ``authors``: an imported
     model's own decoding, offered as a preset that replaces the search settings."""
-    bind("authors_decoding")
+    if authors is not None:  # the preset's link only where the preset is: a model trained here has none
+        bind("authors_decoding")
     bind("decoding")
     bind("beam_size")
     bind("max_len", None, [None, *range(1, max_len - 1)])

@@ -9,7 +9,9 @@ import shutil
 from streamlit.testing.v1 import AppTest
 
 from model import load_checkpoint
-from tests.helpers import APP, CHECKPOINTS_ENV, assert_ok
+from tests.helpers import APP, CHECKPOINTS_ENV, REPO, assert_ok
+
+SHIPPED = REPO / "checkpoints" / "multi30k-en-de"
 
 
 def heading(app: AppTest) -> str:
@@ -20,10 +22,13 @@ def heading(app: AppTest) -> str:
 
 def test_the_authors_preset_decodes_with_their_settings_and_says_so(marian, tmp_path, monkeypatch):
     shutil.copytree(marian[3], tmp_path / "opus-mt-tiny")
+    (tmp_path / SHIPPED.name).symlink_to(SHIPPED)
     monkeypatch.setenv(CHECKPOINTS_ENV, str(tmp_path))
     translator = load_checkpoint(marian[3], device="cpu")
     authors = translator.authors_decoding
-    app = AppTest.from_file(APP, default_timeout=120).run()
+    app = AppTest.from_file(APP, default_timeout=120)
+    app.query_params["checkpoint"] = "opus-mt-tiny"
+    app.run()
     toggle = app.toggle(key="authors_decoding")
     assert not toggle.value and app.radio(key="decoding").value == "greedy"  # off: the page's own search
     sentence = ">>de<< " + app.text_input(key="sentence").value
@@ -42,6 +47,10 @@ def test_the_authors_preset_decodes_with_their_settings_and_says_so(marian, tmp_
     shared.query_params.update(app.query_params)
     shared.run()
     assert shared.toggle(key="authors_decoding").value and heading(shared) == expected.translation
+    shared.selectbox(key="checkpoint").set_value(SHIPPED.name).run()  # a model trained here: our search again
+    assert_ok(shared)
+    assert not [toggle for toggle in shared.toggle if toggle.key == "authors_decoding"]
+    assert "authors_decoding" not in shared.query_params and shared.radio(key="decoding").value == "greedy"
 
 
 def test_a_model_trained_here_has_no_authors_preset(monkeypatch):
