@@ -240,6 +240,6 @@ def search_controls(max_len: int) -> None:
 def authors_caption(authors: AuthorsDecoding) -> str:
     """What the authors' preset does, in words, and which of their settings it leaves out."""
     caption = f"As the model's authors decode (Hugging Face `generate` with their settings): {authors.describe()}."
-    if authors.not_followed:
-        caption += f" Not followed here: {', '.join(f'`{setting}`' for setting in authors.not_followed)}."
+    if authors.not_followed:  # read from the model's folder: shown as text, never as Markdown
+        caption += f" Not followed here: {escape_markdown(', '.join(authors.not_followed))}."
     return caption

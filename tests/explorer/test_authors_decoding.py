@@ -58,3 +58,16 @@ def test_a_model_trained_here_has_no_authors_preset(monkeypatch):
     assert_ok(app)
     assert not [toggle for toggle in app.toggle if toggle.key == "authors_decoding"]
     assert app.radio(key="decoding").value == "greedy"
+
+
+def test_settings_read_from_a_model_folder_are_shown_as_text():
+    """The caption names the settings the preset does not follow, as the folder wrote them: never as Markdown."""
+    from explorer.sidebar import authors_caption
+    from model.config import TransformerConfig
+    from model.generation_defaults import authors_decoding
+
+    config = TransformerConfig(src_vocab_size=10, tgt_vocab_size=10)
+    hostile = "[lesson](http://example.invalid) **now**"
+    caption = authors_caption(authors_decoding({"num_beams": 2, "no_repeat_ngram_size": hostile}, config))
+    assert "no\\_repeat\\_ngram\\_size" in caption and "\\[lesson\\]" in caption and "\\*\\*now\\*\\*" in caption
+    assert "[lesson](" not in caption and "**now**" not in caption
