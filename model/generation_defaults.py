@@ -22,7 +22,8 @@ GENERATE_DEFAULTS: dict[str, Any] = {
     "early_stopping": False,
     "renormalize_logits": False,
 }
-# Settings our search does not apply, with the value at which they change nothing.
+# Settings our search does not apply, with the value at which they change nothing (sampling's own, such as
+# temperature, only matter with do_sample).
 NEUTRAL: dict[str, Any] = {
     "do_sample": False,
     "min_length": 0,
@@ -31,7 +32,6 @@ NEUTRAL: dict[str, Any] = {
     "encoder_no_repeat_ngram_size": 0,
     "repetition_penalty": 1.0,
     "num_beam_groups": 1,
-    "temperature": 1.0,
 }
 
 
@@ -45,7 +45,7 @@ class AuthorsDecoding:
     not_followed: tuple[str, ...] = ()  # their settings our search does not apply, as "name=value"
 
     def describe(self) -> str:
-        """In words, for the page: "beam 4, length penalty 1.0, up to 511 tokens, ending with </s> there"."""
+        """In words, for the page: "beam 4, length penalty 1, up to 512 tokens, the last forced to </s>"."""
         search = "greedy search" if self.beam_size <= 1 else f"beam {self.beam_size}"
         parts = [search]
         if self.beam_size > 1:
