@@ -3,7 +3,7 @@ must give what transformers' ``generate`` gives, token for token, greedy and bea
 (length penalty, early stopping, renormalisation, forced </s>, banned tokens, the length limit).
 
 The tiny random MarianMT model of the ``marian`` fixture is made to end its sentences: its logits bias favours
-</s> (``eos_bias``), so hypotheses finish at many lengths and the length penalty and stopping rules decide.
+</s> (``with_eos_bias``), so hypotheses finish at many lengths and the length penalty and stopping rules decide.
 """
 
 from __future__ import annotations
