@@ -392,7 +392,7 @@ def _search(
     batch, beams, device = src_ids.size(0), beam_size, src_ids.device
     prefix = list(prefix or [])
     limits = row_limits(model, src_ids, len(prefix), max_len)
-    at_limit = torch.tensor(limits, device=device).repeat_interleave(beams)  # (B*K,) each beam's sentence's limit
+    beam_limits = torch.tensor(limits, device=device).repeat_interleave(beams)  # (B*K,) each beam's sentence's
     watchers: list[Recorder] = list(recorders) if recorders is not None else [_NoRecorder()] * batch
     memory, src_allowed = encoded if encoded is not None else model.encode(src_ids)
     memory = memory.repeat_interleave(beams, dim=0)  # (B*K, S, d)
@@ -409,7 +409,7 @@ def _search(
         logits = model.decode(step_input, memory, src_allowed, cache=cache, start=tokens.size(1) - step_input.size(1))
         log_probs = next_token_log_probs(model, logits[:, -1], scoring)  # (B*K, V)
         if scoring.force_eos:
-            log_probs = force_eos(log_probs, at_limit == number, config.eos_id)
+            log_probs = force_eos(log_probs, beam_limits == number, config.eos_id)
         vocab = log_probs.size(-1)
         candidates = (scores.view(-1, 1) + log_probs).view(batch, beams * vocab)
         top_scores, top_index = candidates.topk(min(2 * beams, beams * vocab), dim=1)  # (B, 2K)
