@@ -423,3 +423,57 @@ def run_importer(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "model.import_marian", *map(str, args)], cwd=REPO, capture_output=True, text=True
     )
+
+
+def assert_attention_equal(capture, expected) -> None:
+    """Every head of every layer of each kind captured from our model equals Hugging Face's output_attentions (the
+    same number of modules, each within 1e-5)."""
+    import torch
+
+    kinds = {
+        "encoder.layers.{}.self_attn": expected.encoder_attentions,
+        "decoder.layers.{}.self_attn": expected.decoder_attentions,
+        "decoder.layers.{}.cross_attn": expected.cross_attentions,
+    }
+    for name, layers in kinds.items():
+        for index, attention in enumerate(layers):
+            torch.testing.assert_close(capture.attention[name.format(index)], attention, atol=1e-5, rtol=0)
+    assert len(capture.attention) == sum(len(layers) for layers in kinds.values())
+
+
+def logits_of_both(folder: Path, out: Path, sentence: str):
+    """Hugging Face's logits for a MarianMT folder (its model and tokenizer loaded with from_pretrained) and ours for
+    its import into ``out``, teacher-forced on ``sentence`` and its German."""
+    import torch
+    import transformers
+
+    from model import load_checkpoint
+    from model.interop.marian import import_marian
+
+    hf_model = transformers.MarianMTModel.from_pretrained(folder).eval()
+    hf_tokenizer = transformers.MarianTokenizer.from_pretrained(folder)
+    ours = load_checkpoint(import_marian(folder, out), "cpu").model
+    src = torch.tensor([hf_tokenizer(sentence).input_ids])
+    target = hf_tokenizer(text_target=german(sentence)).input_ids
+    tgt = torch.tensor([[hf_model.config.decoder_start_token_id, *target[:-1]]])
+    with torch.no_grad():
+        return hf_model(input_ids=src, decoder_input_ids=tgt).logits, ours(src, tgt)
+
+
+def assert_validation_loss_is_per_sentence(translator, examples) -> None:
+    """model.training.validation's batched loss equals the mean cross-entropy per target token of each example run
+    alone (no padding): whatever padding the batch adds, the loss never sees it."""
+    import torch
+    import torch.nn.functional as F
+
+    from model.training.validation import validation_loss
+
+    total, tokens = 0.0, 0
+    with torch.no_grad():
+        for example in examples:
+            src, tgt = torch.tensor([example.src]), torch.tensor([example.tgt])
+            logits = translator.model(src, tgt[:, :-1])
+            total += float(F.cross_entropy(logits[0], tgt[0, 1:], reduction="sum"))
+            tokens += len(example.tgt) - 1
+    loss = validation_loss(translator.model, examples, translator.config, torch.device("cpu"))
+    assert abs(loss - total / tokens) <= 1e-5 * total / tokens

@@ -25,7 +25,14 @@ from model.checkpoint import CheckpointError, read_card
 from model.decoding import greedy_decode
 from model.interop.marian import import_marian
 from model.tokenizer import Tokenizer
-from tests.helpers import REPO, german, run_importer, write_tokenizer_files
+from tests.helpers import (
+    REPO,
+    assert_attention_equal,
+    german,
+    logits_of_both,
+    run_importer,
+    write_tokenizer_files,
+)
 
 SENTENCES = ["a man rides a blue bike.", "two young dogs play in the snow.", ">>de<< the cat sits.", "Zürich ✓ park"]
 
@@ -53,15 +60,7 @@ def test_logits_and_every_heads_attention_equal_hugging_faces(marian):
     torch.testing.assert_close(logits, expected.logits, atol=1e-4, rtol=0)
     with torch.inference_mode():  # the fused path (nothing captured) agrees too
         torch.testing.assert_close(model(src, tgt), expected.logits, atol=1e-4, rtol=0)
-    kinds = {
-        "encoder.layers.{}.self_attn": expected.encoder_attentions,
-        "decoder.layers.{}.self_attn": expected.decoder_attentions,
-        "decoder.layers.{}.cross_attn": expected.cross_attentions,
-    }
-    for name, layers in kinds.items():
-        for index, attention in enumerate(layers):
-            torch.testing.assert_close(capture.attention[name.format(index)], attention, atol=1e-5, rtol=0)
-    assert len(capture.attention) == 2 + 3 + 3
+    assert_attention_equal(capture, expected)  # 2 encoder and 3 decoder layers
 
 
 def test_greedy_translations_equal_generate(marian):
@@ -127,14 +126,8 @@ def test_marian_tokenizer_mode_decodes_like_marian(marian):
     assert tokenizer.pieces([0, len(vocab) - 1]) == ["</s>", "<pad>"]
 
 
-def copy_source(source: Path, tmp_path: Path) -> Path:
-    folder = tmp_path / "source"
-    shutil.copytree(source, folder)
-    return folder
-
-
 def test_only_a_pickle_is_refused_unread(marian, tmp_path):
-    folder = copy_source(marian[2], tmp_path)
+    folder = shutil.copytree(marian[2], tmp_path / "source")
     (folder / "model.safetensors").unlink()
     marker = tmp_path / "pwned"
 
@@ -149,7 +142,7 @@ def test_only_a_pickle_is_refused_unread(marian, tmp_path):
 
 
 def test_other_architectures_are_refused_naming_the_supported_one(marian, tmp_path):
-    folder = copy_source(marian[2], tmp_path)
+    folder = shutil.copytree(marian[2], tmp_path / "source")
     config = json.loads((folder / "config.json").read_text())
     config.update(model_type="bart", architectures=["BartForConditionalGeneration"])
     (folder / "config.json").write_text(json.dumps(config))
@@ -159,7 +152,7 @@ def test_other_architectures_are_refused_naming_the_supported_one(marian, tmp_pa
 
 @pytest.mark.parametrize("missing", ["source.spm", "target.spm", "vocab.json"])
 def test_missing_tokenizer_files_are_refused(marian, tmp_path, missing):
-    folder = copy_source(marian[2], tmp_path)
+    folder = shutil.copytree(marian[2], tmp_path / "source")
     (folder / missing).unlink()
     with pytest.raises(CheckpointError, match=f"tokenizer files missing: {missing}"):
         import_marian(folder, tmp_path / "out")
@@ -179,7 +172,7 @@ def test_missing_tokenizer_files_are_refused(marian, tmp_path, missing):
     ],
 )
 def test_configs_the_weights_or_our_model_cannot_follow_are_refused(marian, tmp_path, change, message):
-    folder = copy_source(marian[2], tmp_path)
+    folder = shutil.copytree(marian[2], tmp_path / "source")
     config = json.loads((folder / "config.json").read_text())
     config.update(change)
     (folder / "config.json").write_text(json.dumps(config))
@@ -238,7 +231,7 @@ def test_sharded_safetensors_import_the_same_weights(marian, tmp_path):
 
 @pytest.mark.parametrize("key", ["vocab_size", "d_model", "decoder_layers", "encoder_ffn_dim"])
 def test_a_config_without_a_needed_key_is_refused_by_name(marian, tmp_path, key):
-    folder = copy_source(marian[2], tmp_path)
+    folder = shutil.copytree(marian[2], tmp_path / "source")
     config = json.loads((folder / "config.json").read_text())
     del config[key]
     (folder / "config.json").write_text(json.dumps(config))
@@ -260,7 +253,7 @@ def with_stored_positions(folder: Path, table: torch.Tensor) -> None:
 def test_a_stored_positional_table_is_checked_against_the_computed_one(marian, tmp_path):
     hf_model = marian[0]
     hugging_faces = hf_model.model.encoder.embed_positions.weight.detach().float()  # what transformers computes
-    folder = copy_source(marian[2], tmp_path)
+    folder = shutil.copytree(marian[2], tmp_path / "source")
     with_stored_positions(folder, hugging_faces)
     imported = load_checkpoint(import_marian(folder, tmp_path / "same"), "cpu").model.state_dict()
     expected = load_checkpoint(marian[3], "cpu").model.state_dict()
@@ -277,7 +270,7 @@ def test_a_stored_positional_table_is_checked_against_the_computed_one(marian, t
 
 
 def test_every_dropout_of_the_config_is_mapped(marian, tmp_path):
-    folder = copy_source(marian[2], tmp_path)
+    folder = shutil.copytree(marian[2], tmp_path / "source")
     config = json.loads((folder / "config.json").read_text())
     config.update(dropout=0.1, attention_dropout=0.05, activation_dropout=0.2)
     (folder / "config.json").write_text(json.dumps(config))
@@ -341,19 +334,6 @@ def test_an_imported_model_decodes_up_to_its_authors_max_length_not_our_default(
     assert ours.authors_limit is None and ours.trace(source, beam_size=1).n_steps == short
 
 
-def logits_of_both(folder: Path, out: Path) -> tuple[torch.Tensor, torch.Tensor]:
-    """Hugging Face's logits for a folder (loaded with from_pretrained) and ours for its import, on one sentence."""
-    transformers = pytest.importorskip("transformers")
-    hf_model = transformers.MarianMTModel.from_pretrained(folder).eval()
-    hf_tokenizer = transformers.MarianTokenizer.from_pretrained(folder)
-    ours = load_checkpoint(import_marian(folder, out), "cpu").model
-    src = torch.tensor([hf_tokenizer(SENTENCES[0]).input_ids])
-    target = hf_tokenizer(text_target=german(SENTENCES[0])).input_ids
-    tgt = torch.tensor([[hf_model.config.decoder_start_token_id, *target[:-1]]])
-    with torch.no_grad():
-        return hf_model(input_ids=src, decoder_input_ids=tgt).logits, ours(src, tgt)
-
-
 def test_an_output_projection_of_its_own_is_imported_as_transformers_uses_it(marian, tmp_path):
     """tie_word_embeddings false (the output projection its own matrix), and a tied config whose folder still holds
     an lm_head.weight that differs from the embedding (older converters wrote such folders): transformers uses the
@@ -361,7 +341,7 @@ def test_an_output_projection_of_its_own_is_imported_as_transformers_uses_it(mar
     from safetensors.torch import load_file, save_file
 
     for tied in (False, True):
-        folder = copy_source(marian[2], tmp_path / f"tied-{tied}")
+        folder = shutil.copytree(marian[2], tmp_path / f"tied-{tied}" / "source")
         path = folder / "model.safetensors"
         tensors = load_file(path)
         shared = tensors["model.shared.weight"]
@@ -370,7 +350,7 @@ def test_an_output_projection_of_its_own_is_imported_as_transformers_uses_it(mar
         config = json.loads((folder / "config.json").read_text())
         config["tie_word_embeddings"] = tied
         (folder / "config.json").write_text(json.dumps(config))
-        expected, logits = logits_of_both(folder, tmp_path / f"out-{tied}")
+        expected, logits = logits_of_both(folder, tmp_path / f"out-{tied}", SENTENCES[0])
         torch.testing.assert_close(logits, expected, atol=1e-4, rtol=0)
         card = read_card(tmp_path / f"out-{tied}")
         assert card.extra["conversion"]["output_projection"] == "lm_head.weight, its own matrix"
@@ -378,7 +358,7 @@ def test_an_output_projection_of_its_own_is_imported_as_transformers_uses_it(mar
 
 
 def test_an_untied_config_without_its_output_projection_is_refused(marian, tmp_path):
-    folder = copy_source(marian[2], tmp_path)
+    folder = shutil.copytree(marian[2], tmp_path / "source")
     config = json.loads((folder / "config.json").read_text())
     config["tie_word_embeddings"] = False
     (folder / "config.json").write_text(json.dumps(config))

@@ -16,7 +16,6 @@ from pathlib import Path
 
 import pytest
 import torch
-import torch.nn.functional as F
 
 from model import capture_attention, load_checkpoint
 from model.checkpoint import CheckpointError, read_card, save_checkpoint
@@ -26,7 +25,15 @@ from model.interop.marian import import_marian
 from model.tokenizer import Tokenizer
 from model.training.data import encode_examples
 from model.training.validation import validation_loss
-from tests.helpers import german, small_config, toy_sentences, write_separate_tokenizer_files
+from tests.helpers import (
+    assert_attention_equal,
+    assert_validation_loss_is_per_sentence,
+    german,
+    logits_of_both,
+    small_config,
+    toy_sentences,
+    write_separate_tokenizer_files,
+)
 
 SENTENCES = ["a man rides a blue bike.", "two young dogs play in the snow.", ">>de<< the cat sits.", "Zürich ✓ park"]
 
@@ -34,19 +41,6 @@ SENTENCES = ["a man rides a blue bike.", "two young dogs play in the snow.", ">>
 def hugging_face_special_ids(hf_model) -> tuple[int, int]:
     """(pad, start) of the Hugging Face model: the target's <pad> both."""
     return hf_model.config.pad_token_id, hf_model.config.decoder_start_token_id
-
-
-def assert_attention_equal(capture, expected) -> None:
-    """Every head of every layer of each kind equals output_attentions' (2 encoder and 2 decoder layers)."""
-    kinds = {
-        "encoder.layers.{}.self_attn": expected.encoder_attentions,
-        "decoder.layers.{}.self_attn": expected.decoder_attentions,
-        "decoder.layers.{}.cross_attn": expected.cross_attentions,
-    }
-    for name, layers in kinds.items():
-        for index, attention in enumerate(layers):
-            torch.testing.assert_close(capture.attention[name.format(index)], attention, atol=1e-5, rtol=0)
-    assert len(capture.attention) == 2 + 2 + 2
 
 
 # --- the tokenizer ---
@@ -213,14 +207,8 @@ def test_a_saved_checkpoint_loads_back_the_same(marian_separate, tmp_path):
         assert torch.equal(again.model(src, tgt), imported.model(src, tgt))
 
 
-def checkpoint_copy(out: Path, tmp_path: Path) -> Path:
-    folder = tmp_path / "checkpoint"
-    shutil.copytree(out, folder)
-    return folder
-
-
 def test_a_checkpoint_whose_config_and_vocabularies_disagree_is_refused(marian_separate, tmp_path):
-    folder = checkpoint_copy(marian_separate[3], tmp_path)
+    folder = shutil.copytree(marian_separate[3], tmp_path / "checkpoint")
     config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
     source_pad = config["src_pad_id"]
     (folder / "config.json").write_text(json.dumps({**config, "src_pad_id": 5}), encoding="utf-8")
@@ -235,12 +223,6 @@ def test_a_checkpoint_whose_config_and_vocabularies_disagree_is_refused(marian_s
 
 
 # --- what the importer refuses ---
-
-
-def source_copy(source: Path, tmp_path: Path) -> Path:
-    folder = tmp_path / "source"
-    shutil.copytree(source, folder)
-    return folder
 
 
 def edit_json(path: Path, **changes) -> None:
@@ -310,7 +292,7 @@ BAD_FOLDERS = {
 @pytest.mark.parametrize("case", list(BAD_FOLDERS))
 def test_a_folder_whose_vocabularies_and_config_disagree_is_refused_naming_the_file(marian_separate, tmp_path, case):
     change, message = BAD_FOLDERS[case]
-    folder = source_copy(marian_separate[2], tmp_path)
+    folder = shutil.copytree(marian_separate[2], tmp_path / "source")
     change(folder)
     with pytest.raises(CheckpointError, match=message):
         import_marian(folder, tmp_path / "out")
@@ -320,29 +302,14 @@ def test_a_folder_whose_vocabularies_and_config_disagree_is_refused_naming_the_f
 # --- other layouts transformers reads ---
 
 
-def logits_of_both(folder: Path, out: Path) -> tuple[torch.Tensor, torch.Tensor]:
-    """Hugging Face's logits for a folder (its model and tokenizer loaded with from_pretrained) and ours for its
-    import, on one sentence."""
-    import transformers
-
-    hf_model = transformers.MarianMTModel.from_pretrained(folder).eval()
-    hf_tokenizer = transformers.MarianTokenizer.from_pretrained(folder)
-    ours = load_checkpoint(import_marian(folder, out), "cpu").model
-    src = torch.tensor([hf_tokenizer(SENTENCES[0]).input_ids])
-    target = hf_tokenizer(text_target=german(SENTENCES[0])).input_ids
-    tgt = torch.tensor([[hf_model.config.decoder_start_token_id, *target[:-1]]])
-    with torch.no_grad():
-        return hf_model(input_ids=src, decoder_input_ids=tgt).logits, ours(src, tgt)
-
-
 def test_an_output_projection_equal_to_the_decoders_embedding_is_tied_to_it(marian_separate, tmp_path):
     from safetensors.torch import load_file, save_file
 
-    folder = source_copy(marian_separate[2], tmp_path)
+    folder = shutil.copytree(marian_separate[2], tmp_path / "source")
     tensors = load_file(folder / "model.safetensors")
     tensors["lm_head.weight"] = tensors["model.decoder.embed_tokens.weight"].clone()
     save_file(tensors, folder / "model.safetensors", metadata={"format": "pt"})
-    expected, logits = logits_of_both(folder, tmp_path / "out")
+    expected, logits = logits_of_both(folder, tmp_path / "out", SENTENCES[0])
     torch.testing.assert_close(logits, expected, atol=1e-4, rtol=0)
     assert load_checkpoint(tmp_path / "out", "cpu").config.tie_output
     conversion = read_card(tmp_path / "out").extra["conversion"]
@@ -354,7 +321,7 @@ def test_one_vocabulary_with_an_embedding_per_stack_is_imported(marian_separate,
     still has its own embedding (decoder_vocab_size = vocab_size)."""
     from safetensors.torch import load_file, save_file
 
-    folder = source_copy(marian_separate[2], tmp_path)
+    folder = shutil.copytree(marian_separate[2], tmp_path / "source")
     (folder / "target_vocab.json").unlink()
     edit_json(folder / "tokenizer_config.json", separate_vocabs=False)
     vocab = json.loads((folder / "vocab.json").read_text(encoding="utf-8"))
@@ -366,7 +333,7 @@ def test_one_vocabulary_with_an_embedding_per_stack_is_imported(marian_separate,
         rows, width = (1, size) if key == "final_logits_bias" else (size, tensors[key].shape[1])
         tensors[key] = torch.randn(rows, width, generator=generator)
     save_file(tensors, folder / "model.safetensors", metadata={"format": "pt"})
-    expected, logits = logits_of_both(folder, tmp_path / "out")
+    expected, logits = logits_of_both(folder, tmp_path / "out", SENTENCES[0])
     torch.testing.assert_close(logits, expected, atol=1e-4, rtol=0)
     config = json.loads((tmp_path / "out" / "config.json").read_text(encoding="utf-8"))
     assert config["share_embeddings"] is False and config["src_vocab_size"] == config["tgt_vocab_size"] == size
@@ -384,15 +351,7 @@ def test_validation_loss_of_a_padded_batch_is_each_sentences_own(marian_separate
     pairs = [(sentence, german(sentence)) for sentence in sentences]
     examples = encode_examples(pairs, translator.tokenizer, translator.config)
     assert len({len(example.src) for example in examples}) > 1
-    total, tokens = 0.0, 0
-    with torch.no_grad():
-        for example in examples:
-            src, tgt = torch.tensor([example.src]), torch.tensor([example.tgt])
-            logits = translator.model(src, tgt[:, :-1])
-            total += float(F.cross_entropy(logits[0], tgt[0, 1:], reduction="sum"))
-            tokens += len(example.tgt) - 1
-    loss = validation_loss(translator.model, examples, translator.config, torch.device("cpu"))
-    assert abs(loss - total / tokens) <= 1e-5 * total / tokens
+    assert_validation_loss_is_per_sentence(translator, examples)
 
 
 def train_from(checkpoint: Path, tmp_path: Path, *options: str) -> tuple[list[dict], list[tuple[str, str]]]:

@@ -12,15 +12,14 @@ import json
 import pytest
 import sacrebleu
 import torch
-import torch.nn.functional as F
 
 from model.training.data import encode_examples
 from model.training.distributed import Run
 from model.training.options import parse_arguments, run_arguments
 from model.training.state import STATE_FILE, load_state, save_state
-from model.training.validation import greedy_bleu, validation_loss
+from model.training.validation import greedy_bleu
 from model.transformer import Transformer
-from tests.helpers import small_config, toy_sentences
+from tests.helpers import assert_validation_loss_is_per_sentence, small_config, toy_sentences
 
 
 def test_a_saved_state_restores_the_weights_the_optimiser_and_the_random_generator(tmp_path):
@@ -53,15 +52,7 @@ def test_validation_loss_is_the_mean_cross_entropy_per_target_token(translator):
     examples = encode_examples(
         list(zip(sentences, sentences[::-1], strict=True)), translator.tokenizer, translator.config
     )
-    total, tokens = 0.0, 0
-    with torch.no_grad():
-        for example in examples:  # one at a time, no padding: the batched loss must not see the padding either
-            src, tgt = torch.tensor([example.src]), torch.tensor([example.tgt])
-            logits = translator.model(src, tgt[:, :-1])
-            total += float(F.cross_entropy(logits[0], tgt[0, 1:], reduction="sum"))
-            tokens += len(example.tgt) - 1
-    loss = validation_loss(translator.model, examples, translator.config, torch.device("cpu"))
-    assert abs(loss - total / tokens) <= 1e-5 * total / tokens
+    assert_validation_loss_is_per_sentence(translator, examples)
 
 
 def test_greedy_bleu_scores_the_greedy_translations_against_the_targets(translator):
