@@ -228,26 +228,34 @@ def marian(tmp_path_factory):
         attention_dropout=0.0,
         activation_dropout=0.0,
     )
-    torch.manual_seed(0)
+    model, source, out, printed = random_marian_imported(transformers, config, tokenizer, work / "opus-mt-tiny", seed=0)
+    assert "2+3 layers" in printed
+    return model, tokenizer, source, out
+
+
+def random_marian_imported(transformers, config, tokenizer, source: Path, seed: int):
+    """A random MarianMTModel of ``config``, every weight, norm and bias away from its initial value and the logits
+    bias non-zero, with OPUS-MT's generation defaults, saved with ``tokenizer`` in ``source`` and imported with
+    ``python -m model.import_marian`` into checkpoints/<its name> beside it: (the model, ready for
+    output_attentions, source, imported folder, what the importer printed)."""
+    torch.manual_seed(seed)
     model = transformers.MarianMTModel(config).eval()
-    with torch.no_grad():  # every weight, norm and bias away from its initial value, the logits bias non-zero
+    with torch.no_grad():
         for name, parameter in model.named_parameters():
             if "embed_positions" not in name:  # the fixed sinusoidal table, which save_pretrained leaves out
                 parameter.add_(torch.randn_like(parameter) * 0.2)
         model.final_logits_bias.normal_(0.0, 1.0)
     generation = model.generation_config  # OPUS-MT's generation defaults, which the card records
-    generation.num_beams, generation.max_length, generation.forced_eos_token_id = 4, 512, vocab["</s>"]
-    generation.bad_words_ids = [[vocab["<pad>"]]]
-    source = work / "opus-mt-tiny"
+    generation.num_beams, generation.max_length, generation.forced_eos_token_id = 4, 512, config.eos_token_id
+    generation.bad_words_ids = [[config.pad_token_id]]
     model.save_pretrained(source)
     tokenizer.save_pretrained(source)
-    (source / "README.md").write_text("---\nlicense: cc-by-4.0\n---\n# tiny\n", encoding="utf-8")
-    out = work / "checkpoints" / "opus-mt-tiny"
+    (source / "README.md").write_text(f"---\nlicense: cc-by-4.0\n---\n# {source.name}\n", encoding="utf-8")
+    out = source.parent / "checkpoints" / source.name
     result = run_importer(source, out)
     assert result.returncode == 0, result.stderr
-    assert "2+3 layers" in result.stdout
     model.config._attn_implementation = "eager"  # output_attentions needs the explicit softmax
-    return model, tokenizer, source, out
+    return model, source, out, result.stdout
 
 
 @pytest.fixture(scope="session")
@@ -294,23 +302,8 @@ def marian_separate(tmp_path_factory):
         attention_dropout=0.0,
         activation_dropout=0.0,
     )
-    torch.manual_seed(1)
-    model = transformers.MarianMTModel(config).eval()
-    with torch.no_grad():  # every weight away from its initial value, the logits bias non-zero
-        for name, parameter in model.named_parameters():
-            if "embed_positions" not in name:
-                parameter.add_(torch.randn_like(parameter) * 0.2)
-        model.final_logits_bias.normal_(0.0, 1.0)
-    generation = model.generation_config
-    generation.num_beams, generation.max_length, generation.forced_eos_token_id = 4, 512, eos
-    generation.bad_words_ids = [[pad]]
-    source = work / "opus-mt-tc-tiny"
-    model.save_pretrained(source)
-    tokenizer.save_pretrained(source)
-    (source / "README.md").write_text("---\nlicense: cc-by-4.0\n---\n# tiny tc\n", encoding="utf-8")
-    out = work / "checkpoints" / "opus-mt-tc-tiny"
-    result = run_importer(source, out)
-    assert result.returncode == 0, result.stderr
-    assert f"vocabularies {len(vocab)} (source) and {len(target_vocab)} (target)" in result.stdout
-    model.config._attn_implementation = "eager"  # output_attentions needs the explicit softmax
+    model, source, out, printed = random_marian_imported(
+        transformers, config, tokenizer, work / "opus-mt-tc-tiny", seed=1
+    )
+    assert f"vocabularies {len(vocab)} (source) and {len(target_vocab)} (target)" in printed
     return model, tokenizer, source, out
