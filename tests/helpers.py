@@ -300,8 +300,9 @@ def streamlit_server(
 
 
 @contextmanager
-def chromium(user_data_dir: Path, width: int = 1400, height: int = 2200) -> Iterator:
-    """A headless Chromium (Debian's) driven by chromedriver, with the browser console log recorded."""
+def chromium(user_data_dir: Path, width: int = 1400, height: int = 2200, network_log: bool = False) -> Iterator:
+    """A headless Chromium (Debian's) driven by chromedriver, with the browser console log recorded (and, with
+    ``network_log``, its network events, WebSocket frames included, for ``driver.get_log("performance")``)."""
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
@@ -309,7 +310,7 @@ def chromium(user_data_dir: Path, width: int = 1400, height: int = 2200) -> Iter
     options.binary_location = str(CHROMIUM)
     for flag in (*CHROMIUM_FLAGS, f"--user-data-dir={user_data_dir}", f"--window-size={width},{height}"):
         options.add_argument(flag)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL", **({"performance": "ALL"} if network_log else {})})
     driver = webdriver.Chrome(options=options, service=Service(str(CHROMEDRIVER)))
     try:
         yield driver

@@ -128,3 +128,24 @@ def in_parallel(function, *argument_lists) -> list:
 
     with ThreadPoolExecutor(len(argument_lists[0])) as pool:
         return list(pool.map(function, *argument_lists))
+
+
+def received_deltas(driver) -> list:
+    """The Streamlit deltas (ForwardMsg protobufs) the page received since this was last called; the driver must
+    record its network log (``chromium(..., network_log=True)``). A delta names the fragment it belongs to
+    (``delta.fragment_id``, empty for a whole-page run's element) and where it goes (``metadata.delta_path``, whose
+    first number is the root container: 0 the main area, 1 the sidebar)."""
+    import base64
+    import json
+
+    from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+
+    deltas = []
+    for entry in driver.get_log("performance"):
+        event = json.loads(entry["message"])["message"]
+        if event["method"] != "Network.webSocketFrameReceived" or event["params"]["response"]["opcode"] != 2:
+            continue
+        message = ForwardMsg.FromString(base64.b64decode(event["params"]["response"]["payloadData"]))
+        if message.WhichOneof("type") == "delta":
+            deltas.append(message)
+    return deltas

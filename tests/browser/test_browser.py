@@ -26,6 +26,7 @@ from tests.browser.pages import (
     console_errors,
     drawn_titles,
     load_page,
+    received_deltas,
     shown_sentence,
     step_text,
     translation_text,
@@ -81,36 +82,42 @@ def test_translates_redraws_and_steps(server, driver, translator):
 
 
 # Counts the sidebar's elements turning stale: what a whole-page run does to them, and a fragment's run does not.
-STALE_SIDEBAR = """
-window.__staleSidebar = 0;
-new MutationObserver(changes => {
-  for (const change of changes) if (change.target.getAttribute('data-stale') === 'true') window.__staleSidebar++;
-}).observe(document.querySelector('[data-testid="stSidebar"]'), {attributes: true, attributeFilter: ['data-stale'],
-                                                                 subtree: true});
-"""
+@pytest.fixture
+def network_driver(browser_ready):
+    with chromium(Path(tempfile.mkdtemp(prefix="chromium-profile-")), network_log=True) as browser:
+        yield browser
 
 
-def test_a_new_head_redraws_the_view_alone_and_keeps_the_link(server, driver):
-    """The attention view is a fragment: a head picked reruns it, not the page (the sidebar never goes stale), and
-    the link follows. A new sentence, a whole-page run, shows the detector works."""
+def test_a_new_head_redraws_the_view_alone_and_keeps_the_link(server, network_driver):
+    """The attention view is a fragment: a head picked reruns it, not the page (every element the server sends
+    belongs to the fragment, none goes to the sidebar), and the link follows. A new sentence, a whole-page run,
+    shows that the frames read are the page's: it redraws the sidebar outside any fragment."""
     from selenium.webdriver.common.by import By
     from selenium.webdriver.common.keys import Keys
 
+    driver = network_driver
     load_page(driver, server)
     shown = next(title for title in drawn_titles(driver) if title.startswith("Decoder layer"))
     head = next(head for head in range(4) if not shown.endswith(f"head {head}"))
-    driver.execute_script(STALE_SIDEBAR)
+    received_deltas(driver)
     path = "//div[@data-testid='stSelectbox'][.//label[normalize-space()='Head']]//input"
     picker = driver.find_element(By.XPATH, path)
     picker.click()
     picker.send_keys(f"head {head}", Keys.ENTER)
     wait_until(driver, lambda d: chart(d, shown.rsplit(" ", 1)[0] + f" {head}") is not None, "the head not redrawn")
     wait_until(driver, lambda d: f"head={head}" in d.current_url, "the link did not follow the head")
-    assert driver.execute_script("return window.__staleSidebar") == 0
+    fragment_run = received_deltas(driver)
+    assert fragment_run and all(delta.delta.fragment_id for delta in fragment_run)
     box = driver.find_element(By.CSS_SELECTOR, "input[aria-label='Source sentence']")
     box.send_keys(Keys.CONTROL, "a")
     box.send_keys(NEW_SENTENCE, Keys.ENTER)
-    wait_until(driver, lambda d: d.execute_script("return window.__staleSidebar") > 0, "a page run left no mark")
+    page_run: list = []
+    wait_until(
+        driver,
+        lambda d: page_run.extend(received_deltas(d))
+        or any(not delta.delta.fragment_id and delta.metadata.delta_path[0] == 1 for delta in page_run),
+        "a whole-page run sent no sidebar element",
+    )
     assert console_errors(driver) == []
 
 
