@@ -130,22 +130,34 @@ def in_parallel(function, *argument_lists) -> list:
         return list(pool.map(function, *argument_lists))
 
 
-def received_deltas(driver) -> list:
-    """The Streamlit deltas (ForwardMsg protobufs) the page received since this was last called; the driver must
+def received_messages(driver) -> list:
+    """The Streamlit messages (ForwardMsg protobufs) the page received since this was last called; the driver must
     record its network log (``chromium(..., network_log=True)``). A delta names the fragment it belongs to
     (``delta.fragment_id``, empty for a whole-page run's element) and where it goes (``metadata.delta_path``, whose
-    first number is the root container: 0 the main area, 1 the sidebar)."""
+    first number is the root container: 0 the main area, 1 the sidebar); ``script_finished`` ends each run."""
     import base64
     import json
 
     from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 
-    deltas = []
+    messages = []
     for entry in driver.get_log("performance"):
         event = json.loads(entry["message"])["message"]
-        if event["method"] != "Network.webSocketFrameReceived" or event["params"]["response"]["opcode"] != 2:
-            continue
-        message = ForwardMsg.FromString(base64.b64decode(event["params"]["response"]["payloadData"]))
-        if message.WhichOneof("type") == "delta":
-            deltas.append(message)
-    return deltas
+        if event["method"] == "Network.webSocketFrameReceived" and event["params"]["response"]["opcode"] == 2:
+            messages.append(ForwardMsg.FromString(base64.b64decode(event["params"]["response"]["payloadData"])))
+    return messages
+
+
+def received_deltas(driver) -> list:
+    """The deltas among ``received_messages``."""
+    return [message for message in received_messages(driver) if message.WhichOneof("type") == "delta"]
+
+
+def wait_for_run_end(driver, what: str) -> None:
+    """Wait for the server to say a run has finished (``received_messages`` drained first, before the run starts)."""
+    wait_until(
+        driver,
+        lambda d: any(message.WhichOneof("type") == "script_finished" for message in received_messages(d)),
+        f"{what}: the run never finished",
+        poll_s=0.1,
+    )

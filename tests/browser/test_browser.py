@@ -8,7 +8,6 @@ with the reason when Selenium or Debian's chromium/chromedriver are missing, exc
 from __future__ import annotations
 
 import tempfile
-import time
 from pathlib import Path
 from xml.etree import ElementTree
 
@@ -27,9 +26,11 @@ from tests.browser.pages import (
     drawn_titles,
     load_page,
     received_deltas,
+    received_messages,
     shown_sentence,
     step_text,
     translation_text,
+    wait_for_run_end,
     wait_until,
 )
 from tests.helpers import BAD_INPUTS, REPO, chromium, click_button, streamlit_server
@@ -114,8 +115,10 @@ def test_a_new_head_redraws_the_view_alone_and_keeps_the_link(server, network_dr
     page_run: list = []
     wait_until(
         driver,
-        lambda d: page_run.extend(received_deltas(d))
-        or any(not delta.delta.fragment_id and delta.metadata.delta_path[0] == 1 for delta in page_run),
+        lambda d: (
+            page_run.extend(received_deltas(d))
+            or any(not delta.delta.fragment_id and delta.metadata.delta_path[0] == 1 for delta in page_run)
+        ),
         "a whole-page run sent no sidebar element",
     )
     assert console_errors(driver) == []
@@ -256,13 +259,15 @@ def test_chart_titles_fit_their_charts_at_1280x800(server):
     with chromium(Path(tempfile.mkdtemp(prefix="chromium-profile-")), width=1280, height=800) as driver:
         for query, charts_drawn in NARROW_CHARTS:
             driver.get(f"{server}/?{query}")
-            wait_until(
-                driver,
-                lambda d, n=charts_drawn: len(d.execute_script(TITLE_FITS)) >= n,
-                f"{query}: its charts never drew",
-            )
-            time.sleep(1)  # the last charts settle their widths
-            measured = driver.execute_script(TITLE_FITS)
+            readings: list = [None]
+
+            def settled(d, n=charts_drawn, readings=readings) -> bool:
+                """Every chart drawn and measured the same twice in a row: the last charts settle their widths."""
+                readings.append(d.execute_script(TITLE_FITS))
+                return len(readings[-1]) >= n and readings[-1] == readings[-2]
+
+            wait_until(driver, settled, f"{query}: its charts never drew", poll_s=0.3)
+            measured = readings[-1]
             assert [(query, title) for title, right, width in measured if right > width] == []
             assert driver.execute_script(PANEL_TITLE_CLASHES) == [], query
             assert console_errors(driver) == []
@@ -296,20 +301,19 @@ def test_views_draw_without_console_errors_or_outside_requests(server, driver, t
 
 
 # Sets the sentence box the way typing does (React's value setter, an input event, then blur), so that
-# characters chromedriver cannot type (outside the BMP, NUL, lone surrogates) still reach the page.
+# characters chromedriver cannot type (outside the BMP, NUL) still reach the page.
 SET_SENTENCE = """
 const box = document.querySelector("input[aria-label='Source sentence']");
 box.focus();
-const text = String.fromCharCode(...arguments[0]);  // UTF-16 code units: NUL and lone surrogates survive
+const text = String.fromCharCode(...arguments[0]);  // UTF-16 code units: NUL survives
 Object.getOwnPropertyDescriptor(HTMLInputElement.prototype, 'value').set.call(box, text);
 box.dispatchEvent(new Event('input', {bubbles: true}));
 box.blur();  // Streamlit commits a text input on blur (as on Enter)
 """
-# The rerun has finished and the page shows a translation or the message asking for a sentence.
-PAGE_SETTLED = """
-const running = document.querySelector("[data-testid='stStatusWidget']");
+# The page shows a translation or the message asking for a sentence.
+PAGE_SHOWS_A_SENTENCE = """
 const heading = document.querySelector("[data-testid='stMarkdownContainer'] h3");
-return !running && (heading !== null || document.body.innerText.includes('Type a sentence'));
+return heading !== null || document.body.innerText.includes('Type a sentence');
 """
 # Anything from the hostile inputs that a browser would have turned into live markup.
 READ_INJECTED = """
@@ -323,16 +327,27 @@ return {
 """
 
 
-def test_bad_inputs_in_a_real_page_render_as_text(server, driver):
-    """Every entry of tests.helpers.BAD_INPUTS typed into the page: its translation or a message, never markup."""
+def test_bad_inputs_in_a_real_page_render_as_text(server, network_driver):
+    """Every entry of tests.helpers.BAD_INPUTS typed into the page: each run ends with its translation or a message,
+    no element the browser built from markup, no console error. (The toy tokenizer reads markup characters as <unk>:
+    that every piece, output and sentence is escaped is asserted element by element in
+    tests/explorer/test_app_reliability.py, which fails when escaping is removed.)
+
+    Lone surrogates are left out: no keyboard or clipboard yields them, and the one way in, a script setting the
+    box, makes Streamlit's frontend send bad UTF-8 that its server refuses (the run never starts). What our code
+    does with them is tested without a browser (tests/explorer, tests/model)."""
+    driver = network_driver
     load_page(driver, server)
     for name, text in BAD_INPUTS.items():
+        if name == "lone surrogates":
+            continue
+        received_messages(driver)
         units = text.encode("utf-16-le", "surrogatepass")
         driver.execute_script(
             SET_SENTENCE, [int.from_bytes(units[i : i + 2], "little") for i in range(0, len(units), 2)]
         )
-        time.sleep(1)  # let the rerun start before waiting for it to end
-        wait_until(driver, lambda d: d.execute_script(PAGE_SETTLED), f"{name}: no translation or message")
+        wait_for_run_end(driver, name)
+        assert driver.execute_script(PAGE_SHOWS_A_SENTENCE), f"{name}: no translation or message"
         injected = driver.execute_script(READ_INJECTED)
         assert (injected["images"], injected["scripts"], injected["bold"], injected["headings"]) == (0, 0, 0, 0), name
     assert console_errors(driver) == []

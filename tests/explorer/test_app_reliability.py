@@ -45,7 +45,8 @@ USER_TAGS = re.compile(r"(?<!\\)<(?:script|img|b>)", re.IGNORECASE)
 
 
 def as_sent_by_browser(text: str) -> str:
-    """A browser encodes what it sends as UTF-8, so a lone surrogate arrives as U+FFFD.
+    """Text as it can reach the server: a lone surrogate becomes U+FFFD, as a browser's clipboard and UTF-8 encoder
+    make it (a script that puts one in the box gets the message refused: tests/browser/test_browser.py).
 
     AppTest sends widget values as protobuf strings too, which refuse lone surrogates; the
     Python API gets them unchanged (tests/model/test_reliability.py).
