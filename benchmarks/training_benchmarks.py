@@ -125,6 +125,7 @@ def train_tokens_per_s(ctx: Context, names: tuple[str, ...]) -> list[Record]:
         }
         if baseline_tree:
             params["baseline_samples"] = samples["baseline"]
+            params["baseline_matmul_peak_gflops"] = peaks[False] / 1e9  # the baseline tree's steps are fp32
             params["baseline_mfu"] = baseline * per_token / peaks[False]
         checks = (Check("ratio", ">=", 1.5),) if baseline_tree else ()
         records.append(Record(name, value, "tokens/s", baseline, checks, params))
