@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -18,7 +19,7 @@ import pytest
 from explorer import views
 from explorer.components.assistive import SENTENCE_BOX
 from explorer.views.experiments import EXPERIMENTS
-from tests.browser.pages import driver_sentence, load_page, translation_text, wait_until
+from tests.browser.pages import driver_sentence, load_page, received_messages, translation_text, wait_until
 from tests.helpers import REPO, chromium, click_button, streamlit_server
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -53,16 +54,28 @@ def shipped_server(browser_ready, tmp_path_factory):
 
 @pytest.fixture
 def driver(browser_ready):
-    with chromium(Path(tempfile.mkdtemp(prefix="chromium-profile-")), width=1280, height=800) as browser:
+    with chromium(Path(tempfile.mkdtemp(prefix="chromium-profile-")), 1280, 800, network_log=True) as browser:
         browser.set_script_timeout(120)
         yield browser
 
 
-def settle(driver) -> None:
-    """Wait until the page has finished its run: nothing stale (faded) left for axe to misjudge."""
-    for _ in range(2):  # twice: a widget's rerun may start just after the first look
-        wait_until(driver, lambda d: d.execute_script(SETTLED), "the page never finished its run")
-        time.sleep(0.5)
+def act_and_settle(driver, act: Callable[[], object]) -> None:
+    """Do ``act`` (a click, a new address), then wait until its run has ended, the server has gone quiet (a widget's
+    own rerun may follow the first run) and nothing stale (faded) is left for axe to misjudge. An act that starts no
+    run (the view already shown) settles once nothing has come for a while. The driver records its network log."""
+    received_messages(driver)
+    act()
+    received: list = []
+    started = time.monotonic()
+
+    def quiet(page) -> bool:
+        new = received_messages(page)
+        received.extend(new)
+        finished = any(message.WhichOneof("type") == "script_finished" for message in received)
+        no_run = not received and time.monotonic() - started > 1.5
+        return not new and (finished or no_run) and page.execute_script(SETTLED)
+
+    wait_until(driver, quiet, "the page never finished its run", poll_s=0.4)
 
 
 def blocking_violations(driver, axe_script: str) -> list[str]:
@@ -85,16 +98,13 @@ def test_no_serious_violations_in_any_view_experiment_or_presenter_mode(shipped_
     wait_until(driver, lambda d: d.execute_script("return !!document.querySelector('table.figure-table')"), "no table")
     report: dict[str, list[str]] = {}
     for view in views.VIEWS:
-        click_button(driver, view.label)
-        settle(driver)
+        act_and_settle(driver, lambda label=view.label: click_button(driver, label))
         report[view.label] = blocking_violations(driver, axe_script)
         if view.key == "experiments":
             for experiment in EXPERIMENTS:
-                click_button(driver, experiment.label)
-                settle(driver)
+                act_and_settle(driver, lambda label=experiment.label: click_button(driver, label))
                 report[f"Experiments / {experiment.label}"] = blocking_violations(driver, axe_script)
-    driver.get(f"{shipped_server}/?presenter=true")
-    settle(driver)
+    act_and_settle(driver, lambda: driver.get(f"{shipped_server}/?presenter=true"))
     report["presenter mode"] = blocking_violations(driver, axe_script)
     assert len(report) == len(list(views.VIEWS)) + len(list(EXPERIMENTS)) + 1
     assert {state: found for state, found in report.items() if found} == {}
