@@ -21,7 +21,7 @@ def wait_until(driver, condition, message: str, poll_s: float = 0.5):
     from selenium.common.exceptions import TimeoutException
     from selenium.webdriver.support.ui import WebDriverWait
 
-    # A page script that outlasts the driver's script timeout means a renderer starved of CPU (six pages on two slow
+    # A page script that outlasts the driver's script timeout means a renderer starved of CPU (four pages on two slow
     # cores), not a wrong page: poll again until WAIT_S is spent.
     return WebDriverWait(driver, WAIT_S, poll_frequency=poll_s, ignored_exceptions=[TimeoutException]).until(
         condition, message
@@ -94,7 +94,7 @@ def shown_sentence(driver) -> str:
     return wait_until(driver, read, "the page shows no sentence box")[0]
 
 
-# One round trip for everything a classroom page is checked on: six pages poll at once on two cores.
+# One round trip for everything a classroom page is checked on: four pages poll at once on two cores.
 READ_PAGE = """
 const box = document.querySelector("input[aria-label='Source sentence']");
 const heading = document.querySelector("[data-testid='stMarkdownContainer'] h3");

@@ -1,4 +1,4 @@
-"""A classroom in real headless Chromium: six pages at once on one server, each seeing only its own work. (A server
+"""A classroom in real headless Chromium: four pages at once on one server, each seeing only its own work. (A server
 lost under open pages, which come back by themselves: test_replicas.py.)
 
 Starts `streamlit run app.py` on a free local port with a small random checkpoint; skipped with the reason when
@@ -26,13 +26,11 @@ CLASSROOM = [  # one sentence per page, all from the toy tokenizer's words (test
         ("the", "red", "woman", "walks", "in", "park"),
         ("two", "green", "dog", "plays", "in", "snow"),
         ("three", "old", "cat", "sits", "at", "water"),
-        ("a", "young", "child", "runs", "with", "ball"),
-        ("the", "blue", "girl", "rides", "in", "snow"),
     ]
 ]
 
 
-POLL_S = 2.0  # six pages polled at once: every check costs the browsers CPU time too
+POLL_S = 1.0  # four pages polled at once: every check costs the browsers CPU time too
 
 
 def edit_sentence(driver, sentence: str) -> None:
@@ -45,8 +43,8 @@ def edit_sentence(driver, sentence: str) -> None:
     box.send_keys(Keys.ENTER)
 
 
-def test_classroom_of_six_pages(browser_ready, tiny_checkpoint, translator, tmp_path):
-    """Six pages edit and step at once, each sees only its own work, and keeps it in its URL."""
+def test_classroom_of_four_pages(browser_ready, tiny_checkpoint, translator, tmp_path):
+    """Four pages edit and step at once, each sees only its own work, and keeps it in its URL."""
     from contextlib import ExitStack
 
     from selenium.webdriver.common.by import By
@@ -88,7 +86,7 @@ def test_classroom_of_six_pages(browser_ready, tiny_checkpoint, translator, tmp_
         return console_errors(driver)
 
     with ExitStack() as browsers:
-        # A small window: six software-rendered pages share two cores with the server.
+        # A small window: four software-rendered pages share two cores with the server.
         drivers = in_parallel(
             lambda index: browsers.enter_context(chromium(tmp_path / f"profile-{index}", 1000, 900)),
             range(len(CLASSROOM)),
