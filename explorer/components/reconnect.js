@@ -7,6 +7,7 @@ const STREAM = "/_stcore/stream";
 const SETTLE_MS = 500; // Streamlit's own handshake on the new connection comes first
 
 let askForRun = null; // the latest render's setTriggerValue
+let pendingRun = null; // the run asked for by the latest reconnection, not yet sent
 
 function watchReconnections() {
   if (window.attentionExplorerWatchesReconnections) return;
@@ -16,9 +17,12 @@ function watchReconnections() {
     construct(target, args) {
       const socket = Reflect.construct(target, args);
       if (String(args[0]).includes(STREAM)) {
-        socket.addEventListener("open", () =>
-          setTimeout(() => askForRun && askForRun("reconnected", Date.now()), SETTLE_MS),
-        );
+        // one run for a burst of reconnections (a replica dying may take several tries): each run asked for
+        // would replace the one before it, and with it a fragment's run the page asked for meanwhile
+        socket.addEventListener("open", () => {
+          clearTimeout(pendingRun);
+          pendingRun = setTimeout(() => askForRun && askForRun("reconnected", Date.now()), SETTLE_MS);
+        });
       }
       return socket;
     },

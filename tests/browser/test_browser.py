@@ -8,6 +8,7 @@ with the reason when Selenium or Debian's chromium/chromedriver are missing, exc
 from __future__ import annotations
 
 import tempfile
+import time
 from pathlib import Path
 from xml.etree import ElementTree
 
@@ -122,6 +123,36 @@ def test_a_new_head_redraws_the_view_alone_and_keeps_the_link(server, network_dr
         "a whole-page run sent no sidebar element",
     )
     assert console_errors(driver) == []
+
+
+# Opens two connections to the page's server the way Streamlit's reconnection does, 50 ms apart.
+TWO_RECONNECTIONS = """
+const url = location.origin.replace(/^http/, 'ws') + '/_stcore/stream';
+window.__extraSockets = [new WebSocket(url)];
+setTimeout(() => window.__extraSockets.push(new WebSocket(url)), 50);
+"""
+
+
+def test_a_burst_of_reconnections_asks_for_one_page_run(server, network_driver):
+    """explorer/components/reconnect.js asks for a whole-page run once a burst of reconnections has settled, not once
+    per connection (each run would replace the last, and a fragment's run asked for meanwhile)."""
+    driver = network_driver
+    load_page(driver, server)
+    received_messages(driver)
+    driver.execute_script(TWO_RECONNECTIONS)
+    received: list = []
+    wait_until(
+        driver,
+        lambda d: (
+            received.extend(received_messages(d))
+            or any(message.WhichOneof("type") == "script_finished" for message in received)
+        ),
+        "the reconnection asked for no run",
+        poll_s=0.1,
+    )
+    time.sleep(1.5)  # long enough for a second run, asked for 50 ms after the first, to have come
+    received.extend(received_messages(driver))
+    assert [message.WhichOneof("type") for message in received].count("new_session") == 1
 
 
 def test_trace_downloads_as_json(server, driver, translator, tmp_path):
