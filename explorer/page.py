@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import pandas as pd
 import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
@@ -38,6 +37,7 @@ from model.tokenizer import starts_with_language_code, with_language_code
 from model.trace import Trace
 from model.translator import Translator
 from viz.export import lesson_html
+from viz.tables import TABLE_CSS
 
 
 def use_example() -> None:
@@ -217,11 +217,9 @@ def details_section(ctx: PageContext, hide_output: bool) -> None:
     """The sentence's pieces with their ids, how sure the model was of each token, and the downloads."""
     trace = ctx.trace
     st.header("Tokens and downloads")
-    st.markdown("**Tokenization** (pieces with their ids; ▁ starts a word)")
-    st.dataframe(
-        pd.DataFrame([trace.source_pieces, [str(i) for i in trace.source_ids]], index=["piece", "id"]),
-        width="stretch",
-    )
+    # an HTML table rather than st.dataframe: the data grid's script and canvas were a fifth of a new page's wait
+    # for its first heatmap, and a screen reader reads a table's cells where it reads nothing of a canvas
+    st.html(TABLE_CSS + viz.table_html(viz.tokenization_table(trace.source_pieces, trace.source_ids)))
     if not hide_output:
         show_figure(
             viz.token_probabilities(trace.predicted_pieces, trace.step_probs, title="Probability of each output token"),

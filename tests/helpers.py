@@ -24,6 +24,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from html.parser import HTMLParser
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -212,6 +213,55 @@ def component_data(app: AppTest, name: str) -> dict:
     found = [element.proto for element in app.get("bidi_component") if element.proto.component_name == name]
     assert len(found) == 1, [element.proto.component_name for element in app.get("bidi_component")]
     return json.loads(found[0].json)
+
+
+def shown_tokenization(app: AppTest) -> dict[str, list[str]]:
+    """The page's tokenization table (viz.tokenization_table drawn by st.html) as the browser reads its cells:
+    row name ("piece", "id") -> cell texts, entities decoded."""
+    tables = [read_table(element.proto.body) for element in app.get("html")]
+    tokenization = [table for table in tables if table.caption.startswith("Tokenization")]
+    assert len(tokenization) == 1, f"{len(tokenization)} tokenization tables"
+    _, *rows = tokenization[0].rows  # the first row names the positions
+    return {row[0][2]: [text for _, _, text in row[1:]] for row in rows}
+
+
+class TableReader(HTMLParser):
+    """The cells of an HTML table as (tag, scope, text), row by row, and its caption."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rows: list[list[tuple[str, str | None, str]]] = []
+        self.caption = ""
+        self._cell: tuple[str, str | None] | None = None
+        self._text = ""
+        self._in_caption = False
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "tr":
+            self.rows.append([])
+        elif tag in ("th", "td"):
+            self._cell, self._text = (tag, dict(attrs).get("scope")), ""
+        elif tag == "caption":
+            self._in_caption = True
+
+    def handle_endtag(self, tag):
+        if tag in ("th", "td"):
+            self.rows[-1].append((*self._cell, self._text))
+            self._cell = None
+        elif tag == "caption":
+            self._in_caption = False
+
+    def handle_data(self, data):
+        if self._cell is not None:
+            self._text += data
+        elif self._in_caption:
+            self.caption += data
+
+
+def read_table(markup: str) -> TableReader:
+    reader = TableReader()
+    reader.feed(markup)
+    return reader
 
 
 def plotly_array(value) -> np.ndarray:

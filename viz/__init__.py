@@ -32,7 +32,7 @@ from viz.positional import encoding_norms, positional_curves, positional_matrix,
 from viz.presenter import enlarge
 from viz.quiz import Guess, QuizScore, StepScore, StepTruth, score_step, step_truth, total_score
 from viz.style import ATTENTION_COLORSCALE, chart_config, download_name, power_colorscale
-from viz.tables import FigureTable, describe, figure_tables, table_html
+from viz.tables import FigureTable, describe, figure_tables, table_html, tokenization_table
 from viz.tokens import TokenAttention, display_piece, select_tokens
 from viz.trace_views import AttentionAxes, DecodingStep, attention_axes, decoding_step
 from viz.training import alignment_grid, alignment_heatmap, training_curves
@@ -100,6 +100,7 @@ __all__ = [
     "table_html",
     "step_truth",
     "token_probabilities",
+    "tokenization_table",
     "top_k_figure",
     "total_score",
     "training_curves",

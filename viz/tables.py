@@ -23,17 +23,21 @@ MISSING = "–"  # a cell the figure leaves empty (a masked position, a gap in a
 
 @dataclass(frozen=True)
 class FigureTable:
-    """One table: ``values[i][j]`` is row ``rows[i]``, column ``columns[j]`` (None where the figure has no value)."""
+    """One table: ``values[i][j]`` is row ``rows[i]``, column ``columns[j]`` (None where the figure has no value; a
+    string, such as a piece, is shown as it is)."""
 
     caption: str
     row_header: str
     rows: list[str]
     columns: list[str]
-    values: list[list[float | None]]
+    values: list[list[float | str | None]]
 
 
-def cell_text(value: float | None) -> str:
-    """A value as the table shows it: three decimals (four significant digits when large), or MISSING."""
+def cell_text(value: float | str | None) -> str:
+    """A value as the table shows it: three decimals (four significant digits when large), MISSING, or the string
+    itself."""
+    if isinstance(value, str):
+        return value
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return MISSING
     return format(value, ".3f" if abs(value) < 1e4 else ".4g")
@@ -162,12 +166,25 @@ TABLE_CSS = """<style>
 </style>"""
 
 
+def tokenization_table(pieces: Sequence[str], ids: Sequence[int]) -> FigureTable:
+    """A sentence's pieces, exactly as the tokenizer wrote them, with their ids: a column per position."""
+    return FigureTable(
+        "Tokenization (pieces with their ids; ▁ starts a word)",
+        "position",
+        ["piece", "id"],
+        [str(position) for position in range(len(pieces))],
+        [list(pieces), [str(piece_id) for piece_id in ids]],
+    )
+
+
 def table_html(table: FigureTable) -> str:
     """An HTML table with a caption, column headers and row headers (scope set), every text escaped; in a box that
     scrolls sideways (TABLE_CSS)."""
     head = "".join(f'<th scope="col">{html.escape(column)}</th>' for column in table.columns)
     body = "".join(
-        f'<tr><th scope="row">{html.escape(row)}</th>' + "".join(f"<td>{cell_text(v)}</td>" for v in values) + "</tr>"
+        f'<tr><th scope="row">{html.escape(row)}</th>'
+        + "".join(f"<td>{html.escape(cell_text(v))}</td>" for v in values)
+        + "</tr>"
         for row, values in zip(table.rows, table.values, strict=True)
     )
     return (

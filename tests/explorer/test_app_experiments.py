@@ -45,6 +45,7 @@ from tests.helpers import (
     chart_titled,
     chart_titles,
     plotly_array,
+    shown_tokenization,
 )
 from viz.head_stats import statistic_grid
 
@@ -189,7 +190,7 @@ def test_inside_one_head_shows_every_stage_with_its_shape(new_app, translator, o
 
 
 def statistics_frame(app: AppTest):
-    """The head statistics table (the page's other table is the tokenization)."""
+    """The head statistics table."""
     return next(frame.value for frame in app.dataframe if "sentences" in frame.value.columns)
 
 
@@ -416,7 +417,7 @@ def test_a_sentence_with_pieces_the_new_tokenizer_lacks_does_not_suit_it(checkpo
 
 
 def toy_pieces(app: AppTest) -> list[str]:
-    return list(app.dataframe[-1].value.loc["piece"])
+    return shown_tokenization(app)["piece"]
 
 
 def test_card_examples_and_language_names():

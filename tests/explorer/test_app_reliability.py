@@ -33,6 +33,7 @@ from tests.helpers import (
     OWN_MARKUP,
     assert_ok,
     chart_titles,
+    shown_tokenization,
     small_config,
     toy_sentences,
 )
@@ -41,6 +42,8 @@ MAX_OUTPUT = 4  # the sidebar's "Max output tokens": keeps each run short
 TRUNCATION_NOTICE = re.compile(r"The sentence has (\d+) pieces; only the first (\d+) fit the model and were used\.")
 ASK_FOR_SENTENCE = "Type a sentence in the box above"
 CODE_SPAN = re.compile(r"``.*?``")  # explorer.copy.pieces_markdown: pieces shown literally in code spans
+STYLE_BLOCK = re.compile(r"<style>.*?</style>", re.DOTALL)
+OWN_TABLE_MARKUP = re.compile(r"</?(?:div|table|caption|thead|tbody|tr|th|td)\b[^<>]*>")  # viz.table_html's tags
 USER_TAGS = re.compile(r"(?<!\\)<(?:script|img|b>)", re.IGNORECASE)
 
 
@@ -65,6 +68,9 @@ def assert_no_markup_rendered(app: AppTest) -> None:
     for element in text_elements(app):
         outside_code = CODE_SPAN.sub("", element.value)
         assert not USER_TAGS.search(outside_code), f"unescaped tag in: {element.value!r}"
+    for element in app.get("html"):  # our tables: only their own tags, every text escaped
+        outside_tags = OWN_TABLE_MARKUP.sub("", STYLE_BLOCK.sub("", element.proto.body))
+        assert "<" not in outside_tags and ">" not in outside_tags, f"unescaped markup in: {element.proto.body!r}"
     for chart in app.get("plotly_chart"):
         for value in strings_in(json.loads(chart.proto.spec)):
             leftover = OWN_MARKUP.sub("", value)
@@ -116,7 +122,7 @@ def test_bad_input_shows_a_translation_or_a_message(page, translator, name):
         return
     expected = translator.trace(text, beam_size=1, max_len=MAX_OUTPUT)
     assert headings(page) == [escape_markdown(expected.translation) or "(empty)"]
-    assert list(page.dataframe[0].value.loc["piece"]) == expected.source_pieces  # data cells, never markup
+    assert shown_tokenization(page)["piece"] == expected.source_pieces  # escaped cells, never markup
     assert not [info.value for info in page.info if info.value.startswith(ASK_FOR_SENTENCE)]
     if expected.settings["truncated"]:
         assert len(notices) == 1
@@ -190,7 +196,7 @@ def test_markup_in_source_pieces_output_and_forced_target_is_shown_as_text(monke
     assert_ok(app)
     expected = translator.trace(text, beam_size=1, max_len=8)
     assert any(set(piece) & set("<>*`#[") for piece in expected.source_pieces)  # markup really reaches the pieces
-    assert list(app.dataframe[0].value.loc["piece"]) == expected.source_pieces
+    assert shown_tokenization(app)["piece"] == expected.source_pieces
     assert headings(app) == [escape_markdown(expected.translation) or "(empty)"]
     assert_no_markup_rendered(app)
     for view, display in (("cross", "heads"), ("decoder", "grid"), ("encoder", "aggregates")):

@@ -11,7 +11,7 @@ from streamlit.testing.v1 import AppTest
 
 from model import load_checkpoint
 from model.tokenizer import load_sentencepiece
-from tests.helpers import APP, CHECKPOINTS_ENV, assert_ok, chart_specs, chart_titles
+from tests.helpers import APP, CHECKPOINTS_ENV, assert_ok, chart_specs, chart_titles, shown_tokenization
 
 
 def test_the_imported_checkpoint_opens_in_the_app_and_shows_its_heatmaps(marian, tmp_path, monkeypatch):
@@ -81,8 +81,8 @@ def test_a_model_with_separate_vocabularies_shows_each_sides_pieces(marian_separ
 
 
 def source_pieces(app: AppTest) -> list[str]:
-    """The tokenization table's first row: the pieces the model read."""
-    return list(app.dataframe[0].value.iloc[0])
+    """The tokenization table's pieces: the pieces the model read."""
+    return shown_tokenization(app)["piece"]
 
 
 def no_language_notices(app: AppTest) -> list[str]:

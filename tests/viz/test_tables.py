@@ -4,13 +4,12 @@ description names what is shown, and no text from the user becomes markup."""
 from __future__ import annotations
 
 import html
-from html.parser import HTMLParser
 
 import numpy as np
 import plotly.graph_objects as go
 
 import viz
-from tests.helpers import HOSTILE
+from tests.helpers import HOSTILE, read_table
 from viz.tables import MISSING, cell_text, describe, figure_tables, table_html
 
 SOURCE = ["▁A", "▁dog", "▁runs", "</s>"]
@@ -19,45 +18,6 @@ TARGET = ["<s>", "▁Ein", "▁Hund", "▁läuft", "</s>"]
 
 def weights(rows: int, columns: int, seed: int = 0) -> np.ndarray:
     return np.random.default_rng(seed).dirichlet(np.ones(columns), size=rows)
-
-
-class TableReader(HTMLParser):
-    """The cells of an HTML table as (tag, scope, text), row by row, and its caption."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.rows: list[list[tuple[str, str | None, str]]] = []
-        self.caption = ""
-        self._cell: tuple[str, str | None] | None = None
-        self._text = ""
-        self._in_caption = False
-
-    def handle_starttag(self, tag, attrs):
-        if tag == "tr":
-            self.rows.append([])
-        elif tag in ("th", "td"):
-            self._cell, self._text = (tag, dict(attrs).get("scope")), ""
-        elif tag == "caption":
-            self._in_caption = True
-
-    def handle_endtag(self, tag):
-        if tag in ("th", "td"):
-            self.rows[-1].append((*self._cell, self._text))
-            self._cell = None
-        elif tag == "caption":
-            self._in_caption = False
-
-    def handle_data(self, data):
-        if self._cell is not None:
-            self._text += data
-        elif self._in_caption:
-            self.caption += data
-
-
-def read_table(markup: str) -> TableReader:
-    reader = TableReader()
-    reader.feed(markup)
-    return reader
 
 
 def test_a_heatmaps_table_holds_its_weights_under_its_token_labels():
@@ -146,3 +106,15 @@ def test_cells_show_three_decimals_and_gaps():
         MISSING,
         "1.235e+05",
     ]
+
+
+def test_the_tokenization_table_shows_every_piece_and_id_as_text():
+    """The page's tokenization table: a column per position, the pieces exactly as the tokenizer wrote them (markup
+    and ▁ included) and their ids, every cell escaped."""
+    pieces = ["▁A", HOSTILE, "&amp;", "</s>"]
+    reader = read_table(table_html(viz.tokenization_table(pieces, [7, 0, 12, 2])))
+    assert reader.caption.startswith("Tokenization")
+    header, piece_row, id_row = reader.rows
+    assert [text for _, _, text in header] == ["position", "0", "1", "2", "3"]
+    assert piece_row == [("th", "row", "piece")] + [("td", None, piece) for piece in pieces]
+    assert [text for _, _, text in id_row] == ["id", "7", "0", "12", "2"]
