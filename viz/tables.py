@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import html
 import math
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import plotly.graph_objects as go
+
+from viz.tokens import plain_text
 
 MISSING = "–"  # a cell the figure leaves empty (a masked position, a gap in a line)
 
@@ -43,13 +44,8 @@ def cell_text(value: float | str | None) -> str:
     return format(value, ".3f" if abs(value) < 1e4 else ".4g")
 
 
-def _plain(text: Any) -> str:
-    """Plotly text (escaped HTML with our markup: <br>, grey italics for special tokens) as plain text."""
-    return html.unescape(re.sub(r"<[^>]*>", " ", str(text))).strip()
-
-
 def _title(figure: go.Figure) -> str:
-    return _plain(figure.layout.title.text or "")
+    return plain_text(figure.layout.title.text or "")
 
 
 def _axis(figure: go.Figure, reference: str | None, letter: str):
@@ -62,12 +58,12 @@ def _labels(axis, coordinates: Sequence[Any]) -> list[str]:
     else the coordinate itself."""
     named = {}
     if axis.tickvals is not None and axis.ticktext is not None:
-        named = {value: _plain(text) for value, text in zip(axis.tickvals, axis.ticktext, strict=False)}
-    return [named.get(coordinate) or _plain(coordinate) for coordinate in coordinates]
+        named = {value: plain_text(text) for value, text in zip(axis.tickvals, axis.ticktext, strict=False)}
+    return [named.get(coordinate) or plain_text(coordinate) for coordinate in coordinates]
 
 
 def _axis_title(axis, default: str) -> str:
-    return _plain(axis.title.text) if axis.title and axis.title.text else default
+    return plain_text(axis.title.text) if axis.title and axis.title.text else default
 
 
 def _number(value: Any) -> float | None:
@@ -92,14 +88,29 @@ def _heatmap_table(figure: go.Figure, trace: go.Heatmap, caption: str) -> Figure
     return FigureTable(caption, f"{row_title} \\ {column_title}", rows, columns, values)
 
 
+def _category_letters(trace) -> tuple[str, str]:
+    """The axis letter of a bar or line trace's categories, then of its values ("y", "x" for horizontal bars)."""
+    return ("y", "x") if getattr(trace, "orientation", None) == "h" else ("x", "y")
+
+
+def _categories(trace) -> list | None:
+    category, _ = _category_letters(trace)
+    points = trace[category]
+    return None if points is None else list(points)
+
+
 def _series_table(figure: go.Figure, traces: list, caption: str) -> FigureTable:
-    """Bar or line traces over the same x values: one row per x value, one column per trace."""
-    x_axis = _axis(figure, traces[0].xaxis, "x")
-    xs = list(traces[0].x) if traces[0].x is not None else list(range(len(traces[0].y)))
-    columns = [_plain(trace.name) if trace.name else _axis_title(_axis(figure, trace.yaxis, "y"), "value")
-               for trace in traces]  # fmt: skip
-    values = [[_number(trace.y[i]) for trace in traces] for i in range(len(xs))]
-    return FigureTable(caption, _axis_title(x_axis, "x"), _labels(x_axis, xs), columns, values)
+    """Bar or line traces over the same categories (x values; y for horizontal bars): one row per category, one
+    column per trace."""
+    category, value = _category_letters(traces[0])
+    category_axis = _axis(figure, traces[0][f"{category}axis"], category)
+    points = _categories(traces[0]) or list(range(len(traces[0][value])))
+    columns = [
+        plain_text(trace.name) if trace.name else _axis_title(_axis(figure, trace[f"{value}axis"], value), "value")
+        for trace in traces
+    ]
+    values = [[_number(trace[value][i]) for trace in traces] for i in range(len(points))]
+    return FigureTable(caption, _axis_title(category_axis, category), _labels(category_axis, points), columns, values)
 
 
 def _panel_names(heatmaps: list) -> list[str]:
@@ -107,7 +118,7 @@ def _panel_names(heatmaps: list) -> list[str]:
     "layer L, head H"), else its position; nothing for a figure of one heatmap."""
     if len(heatmaps) <= 1:
         return [""] * len(heatmaps)
-    return [_plain(trace.name) if trace.name else f"panel {index + 1}" for index, trace in enumerate(heatmaps)]
+    return [plain_text(trace.name) if trace.name else f"panel {index + 1}" for index, trace in enumerate(heatmaps)]
 
 
 def figure_tables(figure: go.Figure) -> list[FigureTable]:
@@ -121,13 +132,13 @@ def figure_tables(figure: go.Figure) -> list[FigureTable]:
     ]
     groups: list[list] = []
     for trace in figure.data:
-        if trace.type not in ("bar", "scatter") or trace.y is None:
+        if trace.type not in ("bar", "scatter") or trace[_category_letters(trace)[1]] is None:
             continue
-        xs = None if trace.x is None else list(trace.x)
-        if groups and (None if groups[-1][0].x is None else list(groups[-1][0].x)) == xs:
-            groups[-1].append(trace)
-        else:
-            groups.append([trace])
+        if groups and _category_letters(groups[-1][0]) == _category_letters(trace):
+            if _categories(groups[-1][0]) == _categories(trace):
+                groups[-1].append(trace)
+                continue
+        groups.append([trace])
     tables += [_series_table(figure, group, title) for group in groups]
     return tables
 
@@ -136,16 +147,18 @@ def describe(figure: go.Figure) -> str:
     """One line for a screen reader (and anyone): what kind of chart, its title, and what its axes hold."""
     title = _title(figure) or "Chart"
     heatmaps = list(figure.select_traces(selector={"type": "heatmap"}))
+    series = [trace for trace in figure.data if trace.type in ("bar", "scatter")]
     if heatmaps:
         row_title, rows, column_title, columns = _heatmap_axes(figure, heatmaps[0])
-        what = "heatmap" if len(heatmaps) == 1 else f"{len(heatmaps)} heatmaps"
-        return (
-            f"{title}: {what} of {len(rows)} rows ({row_title}: {', '.join(rows)}) by {len(columns)} "
-            f"columns ({column_title}: {', '.join(columns)})."
-        )
-    series = [trace for trace in figure.data if trace.type in ("bar", "scatter")]
+        shape = f"{len(rows)} rows ({row_title}: {', '.join(rows)}) by {len(columns)} columns"
+        shape += f" ({column_title}: {', '.join(columns)})"
+        if len(heatmaps) == 1 and not series:
+            return f"{title}: heatmap of {shape}."
+        bars = f"a bar chart of {', '.join(plain_text(trace.name) for trace in series)} and " if series else ""
+        what = "a heatmap" if len(heatmaps) == 1 else f"{len(heatmaps)} heatmaps"
+        return f"{title}: {bars}{what}; the first heatmap has {shape}."
     kinds = sorted({"bar chart" if trace.type == "bar" else "line chart" for trace in series}) or ["chart"]
-    names = [_plain(trace.name) for trace in series if trace.name]
+    names = [plain_text(trace.name) for trace in series if trace.name]
     x_title = _axis_title(figure.layout.xaxis, "")
     parts = [f"{title}: {' and '.join(kinds)}"]
     if x_title:

@@ -7,8 +7,10 @@ renders a subset of HTML (<b>, <br>, <a>, ...) in tick labels, titles and hovers
 from __future__ import annotations
 
 import html
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -51,6 +53,11 @@ def display_word(pieces: Sequence[str]) -> str:
     if len(pieces) == 1 and pieces[0] in MARKED_PIECES:
         return display_piece(pieces[0])
     return html.escape(word_text(pieces))
+
+
+def plain_text(label: Any) -> str:
+    """Plotly text (escaped HTML with our markup: <br>, grey italics for special tokens) as plain text."""
+    return html.unescape(re.sub(r"<[^>]*>", " ", str(label))).strip()
 
 
 def display_labels(pieces: Sequence[str]) -> list[str]:

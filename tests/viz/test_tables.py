@@ -118,3 +118,11 @@ def test_the_tokenization_table_shows_every_piece_and_id_as_text():
     assert [text for _, _, text in header] == ["position", "0", "1", "2", "3"]
     assert piece_row == [("th", "row", "piece")] + [("td", None, piece) for piece in pieces]
     assert [text for _, _, text in id_row] == ["id", "7", "0", "12", "2"]
+
+
+def test_horizontal_bars_give_a_row_per_bar_with_its_value():
+    """The top-k bars lie on their side: each bar's token names a row and its probability is the value."""
+    bars = viz.top_k_figure(["▁Ein", "▁Der", "</s>"], np.array([0.7, 0.2, 0.1]), 0, title="Step 1: next token")
+    [table] = figure_tables(bars)
+    assert table.rows == ["Ein", "Der", "</s>"] and table.columns == ["probability"]
+    assert table.values == [[0.7], [0.2], [0.1]]
