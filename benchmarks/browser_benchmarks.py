@@ -272,7 +272,7 @@ def browser_times(ctx: Context, names: tuple[str, ...]) -> list[Record]:
             {
                 "case": f"{interactions} Next / Previous clicks in the decoding-steps view",
                 "baseline_is": rerun_floor,
-                "clock": clock + "click to the step's first chart (its next-token bars)",
+                "clock": clock + "click to the step's figure, titled with the new step",
             },
         ),
     }

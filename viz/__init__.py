@@ -11,7 +11,7 @@ from model.heads import ATTENTION_KINDS
 from viz.attention import aggregate_figure, attention_heatmap, head_heatmap, max_over_heads, mean_over_heads
 from viz.attribution import attribution_maps, attribution_rows, source_share_figure
 from viz.beam import beam_tree_figure
-from viz.decoding import step_attention, token_probabilities, top_k_figure
+from viz.decoding import decoding_step_figure, step_attention, token_probabilities, top_k_figure
 from viz.evolution import evolution_figure
 from viz.export import LessonSection, lesson_html
 from viz.grid import attention_grid
@@ -64,6 +64,7 @@ __all__ = [
     "chart_config",
     "download_name",
     "decoding_step",
+    "decoding_step_figure",
     "describe",
     "display_piece",
     "encoding_norms",

@@ -8,8 +8,9 @@ from collections.abc import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from viz.style import ATTENTION_COLORSCALE, ROW_HEIGHT, head_colour, shared_layout, white_figure
-from viz.tokens import display_labels, select_tokens
+from viz.style import ATTENTION_COLORSCALE, FONT_SIZE, ROW_HEIGHT, head_colour, shared_layout, white_figure
+from viz.tokens import display_labels, plain_text, select_tokens
+from viz.trace_views import DecodingStep
 
 
 def token_probabilities(pieces: Sequence[str], probabilities: np.ndarray, *, title: str = "") -> go.Figure:
@@ -116,3 +117,152 @@ def step_attention(
         **shared_layout(html.escape(title), 200 + row_height * len(row_names)),
     }
     return white_figure(heatmap, layout)
+
+
+# Pixels a character of a rotated (-60°) tick label takes downwards, and the least room given to such labels
+ROTATED_PX_PER_CHAR = 6.5
+LABEL_ROOM_PX = (40, 170)
+PANEL_TITLE_PX = 28  # a panel title's line above its panel
+BAR_PX = 30  # one of the top k bars
+
+
+def _label_room(labels: Sequence[str]) -> int:
+    """Pixels rotated tick labels need below their axis: from the longest label's characters, within bounds."""
+    longest = max((len(plain_text(label)) for label in labels), default=1)
+    return int(min(max(ROTATED_PX_PER_CHAR * longest + 16, LABEL_ROOM_PX[0]), LABEL_ROOM_PX[1]))
+
+
+def decoding_step_figure(
+    step: DecodingStep,
+    source_pieces: Sequence[str],
+    *,
+    merge_words: bool = False,
+    show_special: bool = True,
+    annotate: bool = False,
+    title: str = "",
+    panel_titles: tuple[str, str, str] = ("Next token", "Cross-attention", "Self-attention"),
+    attention_first: bool = False,
+    cross_row_height: int = ROW_HEIGHT,
+) -> go.Figure:
+    """One decoding step (viz.decoding_step) in one figure: the top k next tokens (top_k_figure's bars) beside the
+    step's cross-attention over the source, and its self-attention over the decoder input below (step_attention's rows:
+    one per head, then their mean), on one colour scale. ``attention_first`` puts the cross-attention first and
+    wider (presenter mode); ``cross_row_height`` is the pixels a cross-attention row adds.
+
+    One figure rather than three: each chart a browser draws costs it a fixed share of a step's redraw. Texts are
+    plain (escaped here); ``panel_titles`` name the bars, the cross-attention and the self-attention panels.
+    """
+    bar_labels = display_labels(step.top_pieces)
+    positions = list(range(len(bar_labels)))
+    row_names = [f"head {head}" for head in range(np.asarray(step.cross_rows).shape[0])] + ["mean"]
+    panels = []
+    for rows, keys in ((step.cross_rows, source_pieces), (step.self_rows, step.decoder_input)):
+        rows = np.asarray(rows)
+        table = np.concatenate([rows, rows.mean(axis=0, keepdims=True)], axis=0)
+        panels.append(select_tokens(table, None, keys, merge_words=merge_words, show_special=show_special))
+    cross, own = panels
+
+    bars_px = 20 + BAR_PX * len(bar_labels)
+    cross_px = cross_row_height * len(row_names)
+    self_px = ROW_HEIGHT * len(row_names)
+    top_px = max(bars_px, cross_px)
+    gap_px = _label_room(cross.key_labels) + PANEL_TITLE_PX
+    plot_px = top_px + gap_px + self_px
+    bottom_px = _label_room(own.key_labels)
+    top_margin_px = 60 + PANEL_TITLE_PX
+
+    def rows_from_top(height_px: int) -> list[float]:
+        return [1 - height_px / plot_px, 1.0]
+
+    # the gap between the panels holds the right panel's row labels: pieces beside the bars, heads beside the cells
+    bars_x, cross_x = ([0.76, 1.0], [0.0, 0.58]) if attention_first else ([0.0, 0.26], [0.36, 1.0])
+    colours = [head_colour(1) if i == step.chosen_rank else head_colour(0, 0.5) for i in positions]
+    heatmap_common = {
+        "type": "heatmap",
+        "coloraxis": "coloraxis",
+        **({"texttemplate": "%{z:.2f}", "textfont": {"size": 9}} if annotate else {}),
+        "hovertemplate": "%{y}<br>key %{x} (%{x:d})<br>weight %{z:.4f}<extra></extra>",
+    }
+    traces = [
+        {
+            "type": "bar",
+            "name": "probability",
+            "x": np.asarray(step.top_probabilities),
+            "y": positions,
+            "orientation": "h",
+            "customdata": bar_labels,
+            "marker": {"color": colours},
+            "texttemplate": "%{x:.3f}",
+            "textposition": "auto",
+            "hovertemplate": "%{customdata}<br>probability %{x:.4f}<extra></extra>",
+            "xaxis": "x",
+            "yaxis": "y",
+        },
+        {**heatmap_common, "name": panel_titles[1], "z": cross.weights, "xaxis": "x2", "yaxis": "y2"},
+        {**heatmap_common, "name": panel_titles[2], "z": own.weights, "xaxis": "x3", "yaxis": "y3"},
+    ]
+
+    def token_axis(labels: list[str], domain: list[float], anchor: str) -> dict:
+        return {
+            "domain": domain,
+            "anchor": anchor,
+            "tickmode": "array",
+            "tickvals": list(range(len(labels))),
+            "ticktext": labels,
+            "tickangle": -60,
+        }
+
+    def head_axis(domain: list[float], anchor: str) -> dict:
+        return {
+            "domain": domain,
+            "anchor": anchor,
+            "tickmode": "array",
+            "tickvals": list(range(len(row_names))),
+            "ticktext": row_names,
+            "autorange": "reversed",
+        }
+
+    layout = {
+        "xaxis": {"domain": bars_x, "anchor": "y", "range": [0, 1], "title": {"text": "probability"}},
+        "yaxis": {
+            "domain": rows_from_top(bars_px),
+            "anchor": "x",
+            "tickmode": "array",
+            "tickvals": positions,
+            "ticktext": bar_labels,
+            "autorange": "reversed",
+        },
+        "xaxis2": token_axis(cross.key_labels, cross_x, "y2"),
+        "yaxis2": head_axis(rows_from_top(cross_px), "x2"),
+        "xaxis3": token_axis(own.key_labels, [0.0, 1.0], "y3"),
+        "yaxis3": head_axis([0.0, self_px / plot_px], "x3"),
+        "coloraxis": {
+            "colorscale": ATTENTION_COLORSCALE,
+            "cmin": 0.0,
+            "cmax": 1.0,
+            "colorbar": {"title": {"text": "weight"}, "y": 0.0, "yanchor": "bottom", "len": self_px / plot_px},
+        },
+        "showlegend": False,
+        **shared_layout(html.escape(title), top_margin_px + plot_px + bottom_px),
+    }
+    layout["margin"] = {**layout["margin"], "t": top_margin_px, "b": bottom_px}
+    titles = [
+        (panel_titles[0], bars_x[0], 1.0),
+        (panel_titles[1], cross_x[0], 1.0),
+        (panel_titles[2], 0.0, self_px / plot_px),
+    ]
+    annotations = [
+        {
+            "text": html.escape(text),
+            "x": x,
+            "y": y,
+            "xref": "paper",
+            "yref": "paper",
+            "xanchor": "left",
+            "yanchor": "bottom",
+            "showarrow": False,
+            "font": {"size": FONT_SIZE + 2},
+        }
+        for text, x, y in titles
+    ]
+    return white_figure(traces, layout, annotations=annotations)

@@ -103,9 +103,10 @@ def shared_layout(title: str, height: int) -> dict[str, Any]:
 # template plotly copies its whole default one in (a sizeable share of building a white_figure), only to be replaced.
 # It has no trace defaults, so validating it makes no graph objects apply_white_template would leave stale.
 _STAND_IN_TEMPLATE = {"layout": {"paper_bgcolor": "white"}}
+PANEL_AXIS = re.compile(r"[xy]axis[2-9]\d*")
 
 
-def white_figure(trace: dict[str, Any], layout: dict[str, Any]) -> go.Figure:
+def white_figure(trace: dict[str, Any] | list[dict[str, Any]], layout: dict[str, Any], **objects: Any) -> go.Figure:
     """A one-trace figure from plotly's dict form, with the white look of its trace type (apply_white_template),
     built without plotly's property validation.
 
@@ -117,13 +118,20 @@ def white_figure(trace: dict[str, Any], layout: dict[str, Any]) -> go.Figure:
     misspelt nested property, a wrong value) is caught by the tests instead: tests/viz/test_style.py
     validates every figure these builders make against plotly's schema and compares the JSON.
     Lists of objects (``annotations``, ``shapes``) do not belong in ``layout``: plotly_update
-    stores them but leaves ``figure.layout.annotations`` showing the old, empty list.
+    stores them but leaves ``figure.layout.annotations`` showing the old, empty list; pass them as ``objects``
+    (``annotations=[...]``), validated with the figure's construction. ``trace`` may be a list: panels of one
+    figure (each on its own axes, ``xaxis``/``yaxis`` "x2", "y2", ...).
     """
-    properties = dict(trace)
-    kind = properties.pop("type")
-    figure = go.Figure({"type": kind}, layout={"template": _STAND_IN_TEMPLATE})
-    # a restyle value is a list of one value per trace, applied in turn: this figure has one trace
-    figure.plotly_update(restyle_data={name: [value] for name, value in properties.items()}, relayout_data=layout)
+    traces = [dict(one) for one in (trace if isinstance(trace, list) else [trace])]
+    kinds = [{"type": properties.pop("type")} for properties in traces]
+    # a panel's axes (xaxis2, ...) exist only once named at construction: plotly_update fills them in
+    panel_axes = {name: {} for name in layout if PANEL_AXIS.fullmatch(name)}
+    figure = go.Figure(kinds, layout={"template": _STAND_IN_TEMPLATE, **panel_axes, **objects})
+    for index, properties in enumerate(traces):
+        # a restyle value is a list of one value per trace given, applied in turn: here the one trace ``index``
+        restyle = {name: [value] for name, value in properties.items()}
+        figure.plotly_update(restyle_data=restyle, trace_indexes=[index])
+    figure.plotly_update(relayout_data=layout)
     return apply_white_template(figure)
 
 

@@ -15,6 +15,8 @@ from viz.style import ROW_HEIGHT
 # Presenter mode's step cross-attention rows, in px before viz.enlarge (PRESENTER_SCALE): low enough that a
 # 1280x800 projector shows every head and the source pieces under them
 PRESENTER_ROW_HEIGHT = 14
+# The step figure's panels: the bars, then what the step reads in the source and in its own output so far
+STEP_PANELS = ("Next token", "Cross-attention: the source", "Self-attention: the output so far")
 
 
 def move_step(delta: int, n_steps: int) -> None:
@@ -75,35 +77,16 @@ def render(ctx: PageContext) -> None:
         + (" → " if presenting() else "\n\nPredicted next token: ")
         + f"{pieces_markdown([step.predicted])} with probability {step.predicted_probability:.3f}"
     )
-    lesson = ctx.lesson.steps = []  # this fragment's charts replace the ones of its previous run
-    top_k = viz.top_k_figure(
-        step.top_pieces, step.top_probabilities, step.chosen_rank, title=f"Step {step.step + 1}: next token"
-    )
-    cross = viz.step_attention(
-        step.cross_rows,
+    lesson = ctx.lesson.steps = []  # this fragment's chart replaces the one of its previous run
+    figure = viz.decoding_step_figure(
+        step,
         trace.source_pieces,
         **display.options(),
-        title=f"Step {step.step + 1}: cross-attention, layer {layer}",
-        row_height=PRESENTER_ROW_HEIGHT if presenting() else ROW_HEIGHT,
+        title=f"Step {step.step + 1}: next token and attention, decoder layer {layer}",
+        panel_titles=STEP_PANELS,
+        attention_first=presenting(),
+        cross_row_height=PRESENTER_ROW_HEIGHT if presenting() else ROW_HEIGHT,
     )
     with figures:
-        # the bars beside the source attention; in presenter mode the attention first and wider
-        if presenting():
-            source, top = st.columns([2, 1])
-        else:
-            top, source = st.columns([1, 2])
-        with top:
-            show_figure(top_k, f"{file_stem}-step{step.step}-topk", lesson, explanation)
-        with source:
-            show_figure(cross, f"{file_stem}-step{step.step}-cross", lesson)
-        show_figure(
-            viz.step_attention(
-                step.self_rows,
-                step.decoder_input,
-                **display.options(),
-                title=f"Step {step.step + 1}: self-attention, layer {layer}",
-            ),
-            f"{file_stem}-step{step.step}-self",
-            lesson,
-        )
+        show_figure(figure, f"{file_stem}-step{step.step}", lesson, explanation)
     write_url_after_fragment()

@@ -7,12 +7,14 @@ from model.trace import Trace
 from viz.tokens import display_labels
 
 WAIT_S = 90  # an upper bound for the page to react on a busy 2-core machine, not a timing assertion
-# JavaScript that reads what plotly drew: each chart's title and tick labels from its graph div.
+# JavaScript that reads what plotly drew: each chart's title and tick labels from its graph div (a figure of panels:
+# its first panel's, and its third panel's columns).
 READ_CHARTS = """
 return Array.from(document.querySelectorAll('.js-plotly-plot')).map(gd => ({
     title: (gd.layout.title && gd.layout.title.text) || '',
     x: (gd.layout.xaxis && gd.layout.xaxis.ticktext) || [],
     y: (gd.layout.yaxis && gd.layout.yaxis.ticktext) || [],
+    x3: (gd.layout.xaxis3 && gd.layout.xaxis3.ticktext) || [],  // a third panel's (a decoding step's self-attention)
 }));
 """
 
@@ -100,13 +102,13 @@ const box = document.querySelector("input[aria-label='Source sentence']");
 const heading = document.querySelector("[data-testid='stMarkdownContainer'] h3");
 const step = Array.from(document.querySelectorAll('p > strong'))
     .find(strong => strong.innerText.trim().startsWith('Step '));
-const cross = Array.from(document.querySelectorAll('.js-plotly-plot'))
-    .find(gd => ((gd.layout.title && gd.layout.title.text) || '').includes(': cross-attention, layer '));
+const stepFigure = Array.from(document.querySelectorAll('.js-plotly-plot'))
+    .find(gd => ((gd.layout.title && gd.layout.title.text) || '').startsWith('Step '));
 return {
     sentence: box ? box.value : null,
     translation: heading ? heading.innerText.trim() : null,
     step: step ? step.parentElement.innerText : '',
-    source: cross ? cross.layout.xaxis.ticktext : null,
+    source: stepFigure && stepFigure.layout.xaxis2 ? stepFigure.layout.xaxis2.ticktext : null,  // its cross-attention
 };
 """
 

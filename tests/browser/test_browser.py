@@ -76,7 +76,7 @@ def test_translates_redraws_and_steps(server, driver, translator):
     read_so_far = display_labels(second.target_pieces[:2])  # <s> and the first output token
     wait_until(
         driver,
-        lambda d: (chart(d, "Step 2: self-attention") or {}).get("x") == read_so_far,
+        lambda d: (chart(d, "Step 2: next token and attention") or {}).get("x3") == read_so_far,
         "the step's decoder self-attention was not redrawn",
     )
     driver.save_screenshot(str(OUTPUT / "browser-after-step.png"))
@@ -273,13 +273,13 @@ return clashes;
 """
 NARROW_CHARTS = [  # views that put charts side by side or in a column beside the controls
     ("", 2),
-    ("view=steps", 4),
+    ("view=steps", 2),
     ("view=experiments&experiment=whatif", 4),
     ("view=experiments&experiment=stats", 2),
     ("view=experiments&experiment=internals", 10),
     ("view=attribution", 3),
     ("view=encoder&display=aggregates", 1),
-    ("presenter=true", 3),
+    ("presenter=true", 1),
     ("presenter=true&view=experiments&experiment=stats", 1),
 ]
 
@@ -384,19 +384,22 @@ def test_bad_inputs_in_a_real_page_render_as_text(server, network_driver):
     assert console_errors(driver) == []
 
 
-# Where the first chart's plotting area lies in the viewport, and the page's first viewport size: the first drawn
-# chart in page order, read once a cross-attention chart has drawn (under load a chart further down, the token
-# probabilities, can draw before the first one, which is then not yet a plotly plot).
+# Where the first chart's cross-attention lies in the viewport, and the page's first viewport size: the first drawn
+# chart in page order (its cross-attention panel x2y2 where it has panels: the decoding step's figure), read once a
+# chart holding cross-attention has drawn (under load a chart further down, the token probabilities, can draw
+# before the first one, which is then not yet a plotly plot).
 FIRST_CHART_BOX = """
 const drawn = Array.from(document.querySelectorAll('.js-plotly-plot')).filter(gd => gd.querySelector('.nsewdrag'));
 const title = gd => (gd.layout.title && gd.layout.title.text) || '';
 const heading = document.querySelector("[data-testid='stMarkdownContainer'] h3");
-if (!heading || !drawn.some(gd => title(gd).includes('cross-attention'))) return null;
+const crossAttention = gd => title(gd).includes('cross-attention') || title(gd).startsWith('Step ');
+if (!heading || !drawn.some(crossAttention)) return null;
 const gd = drawn[0];
-const box = gd.querySelector('.nsewdrag').getBoundingClientRect();
-return {title: title(gd), top: box.top, bottom: box.bottom, rows: gd.layout.yaxis.ticktext,
-        columns: gd.layout.xaxis.ticktext, translation_bottom: heading.getBoundingClientRect().bottom,
-        labels_bottom: gd.querySelector('.xaxislayer-above').getBoundingClientRect().bottom,
+const [panel, x, y] = gd.layout.xaxis2 ? ['x2y2', 'xaxis2', 'yaxis2'] : ['xy', 'xaxis', 'yaxis'];
+const box = gd.querySelector(`.nsewdrag[data-subplot="${panel}"]`).getBoundingClientRect();
+return {title: title(gd), top: box.top, bottom: box.bottom, rows: gd.layout[y].ticktext,
+        columns: gd.layout[x].ticktext, translation_bottom: heading.getBoundingClientRect().bottom,
+        labels_bottom: gd.querySelector(`.subplot.${panel} .xaxislayer-above`).getBoundingClientRect().bottom,
         viewport: [window.innerWidth, window.innerHeight]};
 """
 
@@ -456,7 +459,7 @@ def test_first_screen_at_1280x800_shows_the_translation_and_cross_attention_and_
         driver.get(f"{url}/?presenter=true")
         wait_until(driver, lambda d: step_text(d).startswith("Step 1 of"), "presenter mode did not start at step 1")
         box = wait_until(driver, lambda d: d.execute_script(FIRST_CHART_BOX), "the step's chart never drew")
-        assert box["title"].startswith("Step 1: cross-attention")
+        assert box["title"].startswith("Step 1: next token and attention")
         assert box["translation_bottom"] < box["top"] < box["bottom"] <= 800  # every head's row in view
         assert box["bottom"] < box["labels_bottom"] <= 800  # and the source pieces under them
         header_bottom, slide_top, slide_first_line, sidebar_sentence = driver.execute_script(PRESENTER_TOP)

@@ -49,18 +49,18 @@ def test_back_and_forward_in_chromium_walk_through_steps_and_views(browser_ready
     ):
         steps = "?checkpoint=toy-plain-en-de&view=steps"
         driver.get(f"{url}/{steps}")
-        wait_for(driver, steps, 0, "Step 1: next token")
+        wait_for(driver, steps, 0, "Step 1: next token and attention")
         click_button(driver, "Next")
-        wait_for(driver, f"{steps}&step=1", 1, "Step 2: next token")
+        wait_for(driver, f"{steps}&step=1", 1, "Step 2: next token and attention")
         ActionChains(driver).send_keys(Keys.ARROW_RIGHT).perform()  # the Next button's shortcut
-        wait_for(driver, f"{steps}&step=2", 2, "Step 3: next token")
+        wait_for(driver, f"{steps}&step=2", 2, "Step 3: next token and attention")
         click_button(driver, "Cross-attention")
         cross = "Decoder layer 1 – cross-attention"  # the tiny model's readable head
         wait_for(driver, "?checkpoint=toy-plain-en-de", None, cross)
         driver.back()
-        wait_for(driver, f"{steps}&step=2", 2, "Step 3: next token")
+        wait_for(driver, f"{steps}&step=2", 2, "Step 3: next token and attention")
         driver.back()
-        wait_for(driver, f"{steps}&step=1", 1, "Step 2: next token")
+        wait_for(driver, f"{steps}&step=1", 1, "Step 2: next token and attention")
         driver.forward()
-        wait_for(driver, f"{steps}&step=2", 2, "Step 3: next token")
+        wait_for(driver, f"{steps}&step=2", 2, "Step 3: next token and attention")
         assert [entry for entry in driver.get_log("browser") if entry["level"] == "SEVERE"] == []

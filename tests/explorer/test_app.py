@@ -137,14 +137,14 @@ def step_heading(app: AppTest) -> str:
 def test_step_buttons_move_the_step(app):
     app.segmented_control(key="view").set_value("steps").run()  # one click away from the first screen
     assert step_heading(app).startswith("**Step 1 of")
-    self_attention = chart_titled(app, "Step 1: self-attention")
-    assert self_attention["layout"]["xaxis"]["ticktext"] == display_labels(["<s>"])
+    step = chart_titled(app, "Step 1: next token and attention")
+    assert step["layout"]["xaxis3"]["ticktext"] == display_labels(["<s>"])  # the self-attention panel's keys
     app.button(key="step_next").click().run()
     assert_ok(app)
     assert step_heading(app).startswith("**Step 2 of")
     assert app.select_slider(key="step").value == 1
-    self_attention = chart_titled(app, "Step 2: self-attention")
-    assert len(self_attention["layout"]["xaxis"]["ticktext"]) == 2  # <s> and the first output token
+    step = chart_titled(app, "Step 2: next token and attention")
+    assert len(step["layout"]["xaxis3"]["ticktext"]) == 2  # <s> and the first output token
     app.button(key="step_last").click().run()
     n_steps = len(app.select_slider(key="step").options) - 1
     assert app.select_slider(key="step").options[:2] == ["1", "2"]  # counted as the step line counts

@@ -316,27 +316,21 @@ def test_presenter_mode_shows_one_view_large_with_keyboard_steps(app, new_app, c
     assert not app.main.text_input and not app.main.segmented_control
     source = app.text_input(key="sentence").value
     assert app.main.markdown[0].value.startswith(f"“{escape_markdown(source)}” → **Translation**")
-    # the view on screen, alone; the step's attention first (the first screen of a projector), then the bars
-    assert chart_titles(app) == [
-        "Step 1: cross-attention, layer 1",
-        "Step 1: next token",
-        "Step 1: self-attention, layer 1",
-    ]
+    # the view on screen, alone, as one figure
+    assert chart_titles(app) == ["Step 1: next token and attention, decoder layer 1"]
     assert app.query_params == {"presenter": "true", "merge_words": "true"}
     app.button(key="step_next").click().run()
-    assert chart_titles(app)[1] == "Step 2: next token" and app.query_params["step"] == "1"
+    assert chart_titles(app) == ["Step 2: next token and attention, decoder layer 1"]
+    assert app.query_params["step"] == "1"
     app = new_app(presenter="true", merge_words="true").run()  # a presenter link opens on the decoding steps
     assert app.segmented_control(key="view").value == "steps"
-    assert chart_titles(app) == [
-        "Step 1: cross-attention, layer 1",
-        "Step 1: next token",
-        "Step 1: self-attention, layer 1",
-    ]
-    chart = chart_titled(app, "Step 1: cross-attention")
+    chart = chart_titled(app, "Step 1: next token and attention, decoder layer 1")
     assert chart["layout"]["font"]["size"] == pytest.approx(12 * viz.presenter.PRESENTER_SCALE)
+    # the step's attention first (the first screen of a projector), then the bars
+    assert chart["layout"]["xaxis2"]["domain"][0] == 0 < chart["layout"]["xaxis"]["domain"][0]
     trace = translator(classroom_checkpoints).trace(app.text_input(key="sentence").value, beam_size=1)
     words = viz.select_tokens(trace.attention_stack("cross")[1, :, 0], None, trace.source_pieces, merge_words=True)
-    assert chart["layout"]["xaxis"]["ticktext"] == words.key_labels  # merge_words kept while its toggle is hidden
+    assert chart["layout"]["xaxis2"]["ticktext"] == words.key_labels  # merge_words kept while its toggle is hidden
     shortcuts = {key: app.button(key=key).proto.shortcut for key in ("step_first", "step_previous", "step_next")}
     assert shortcuts == {"step_first": "home", "step_previous": "left", "step_next": "right"}  # normalised
     assert [element.proto.body for element in app.get("html")] == [PRESENTER_CSS]  # the only raw HTML
@@ -460,6 +454,6 @@ def test_lesson_export_holds_the_charts_on_screen(app, lesson_files, classroom_c
     assert document.count("Plotly.newPlot(") == len(app.get("plotly_chart"))
     sections = re.findall(r"<section><h2>(.*?)</h2>", document)
     assert sections == [title.replace("&", "&amp;") for title in chart_titles(app)]
-    assert "Step 2: next token" in sections
+    assert "Step 2: next token and attention, decoder layer 1" in sections
     expected = translator(classroom_checkpoints).trace(SENTENCE, beam_size=1)
     assert f"<dd>{SENTENCE}</dd>" in document and f"<dd>{expected.translation}</dd>" in document

@@ -53,6 +53,8 @@ def unvalidated_figures(trace) -> list:
         figures.append(viz.step_attention(step.cross_rows, trace.source_pieces, **options, title="cross"))
         figures.append(viz.attention_heatmap(axes.stack[1, 2], axes.query_pieces, axes.key_pieces, **options))
     figures.append(viz.attention_grid(axes.stack, axes.query_pieces, axes.key_pieces))
+    figures.append(viz.decoding_step_figure(step, trace.source_pieces, title="<step>", panel_titles=("a", "b", "c")))
+    figures.append(viz.decoding_step_figure(step, trace.source_pieces, annotate=True, attention_first=True))
     return figures
 
 

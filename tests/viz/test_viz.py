@@ -402,6 +402,33 @@ def test_step_figures_hold_the_row_per_head_and_the_mean(trace):
     assert ticktext(top.layout.yaxis) == display_labels(step.top_pieces)
 
 
+@pytest.mark.parametrize("options", [{}, {"merge_words": True, "show_special": False}, {"annotate": True}])
+def test_the_step_figure_holds_the_bars_and_both_attentions_of_its_step(trace, options):
+    """One figure for the page's decoding step: its panels hold exactly what top_k_figure and step_attention hold
+    (bars, cross-attention over the source, self-attention over the output so far) on one colour axis."""
+    step = viz.decoding_step(trace, 2, 1)
+    figure = viz.decoding_step_figure(step, trace.source_pieces, **options, title="Step 3")
+    bars, cross, own = figure.data
+    top = viz.top_k_figure(step.top_pieces, step.top_probabilities, step.chosen_rank)
+    assert (bars.type, bars.orientation) == ("bar", "h")
+    np.testing.assert_array_equal(bars.x, top.data[0].x)
+    assert bars.marker.color == top.data[0].marker.color  # the chosen token stands out
+    assert ticktext(figure.layout.yaxis) == ticktext(top.layout.yaxis)
+    for panel, rows, keys, axis in ((cross, step.cross_rows, trace.source_pieces, "xaxis2"),
+                                    (own, step.self_rows, step.decoder_input, "xaxis3")):  # fmt: skip
+        alone = viz.step_attention(rows, keys, **options)
+        np.testing.assert_array_equal(panel.z, alone.data[0].z)
+        assert ticktext(figure.layout[axis]) == ticktext(alone.layout.xaxis)
+        assert panel.coloraxis == "coloraxis" and (panel.texttemplate is not None) == bool(options.get("annotate"))
+    assert (figure.layout.coloraxis.cmin, figure.layout.coloraxis.cmax) == (0.0, 1.0)
+    assert ticktext(figure.layout.yaxis3) == ["head 0", "head 1", "head 2", "head 3", "mean"]
+    # the panels do not overlap: bars beside the cross-attention, both above the self-attention
+    assert figure.layout.xaxis.domain[1] < figure.layout.xaxis2.domain[0]
+    assert figure.layout.yaxis3.domain[1] < min(figure.layout.yaxis.domain[0], figure.layout.yaxis2.domain[0])
+    first = viz.decoding_step_figure(step, trace.source_pieces, attention_first=True)
+    assert first.layout.xaxis2.domain[1] < first.layout.xaxis.domain[0]
+
+
 def test_token_probabilities(trace):
     figure = viz.token_probabilities(trace.predicted_pieces, trace.step_probs)
     np.testing.assert_array_equal(figure.data[0].y, trace.step_probs)
