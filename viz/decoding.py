@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import html
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import plotly.graph_objects as go
 
 from viz.style import ATTENTION_COLORSCALE, FONT_SIZE, ROW_HEIGHT, head_colour, shared_layout, white_figure
-from viz.tokens import display_labels, plain_text, select_tokens
+from viz.tokens import TokenAttention, display_labels, plain_text, select_tokens
 from viz.trace_views import DecodingStep
 
 
@@ -69,6 +70,17 @@ def top_k_figure(
     return white_figure(bars, layout)
 
 
+def _heads_and_mean(
+    rows: np.ndarray, key_pieces: Sequence[str], merge_words: bool, show_special: bool
+) -> tuple[TokenAttention, list[str]]:
+    """A step's (heads, keys) attention with their mean as a last row, its keys selected as the display asks, and
+    the rows' names."""
+    rows = np.asarray(rows)
+    table = np.concatenate([rows, rows.mean(axis=0, keepdims=True)], axis=0)  # (heads + 1, keys)
+    attention = select_tokens(table, None, key_pieces, merge_words=merge_words, show_special=show_special)
+    return attention, [f"head {head}" for head in range(rows.shape[0])] + ["mean"]
+
+
 def step_attention(
     rows: np.ndarray,
     key_pieces: Sequence[str],
@@ -85,10 +97,7 @@ def step_attention(
     step looks at in the source, or attention_stack("decoder")[layer, :, t, : t + 1] for the
     target so far. ``row_height``: pixels a row adds to the figure's height.
     """
-    rows = np.asarray(rows)
-    table = np.concatenate([rows, rows.mean(axis=0, keepdims=True)], axis=0)  # (heads + 1, keys)
-    attention = select_tokens(table, None, key_pieces, merge_words=merge_words, show_special=show_special)
-    row_names = [f"head {head}" for head in range(rows.shape[0])] + ["mean"]
+    attention, row_names = _heads_and_mean(rows, key_pieces, merge_words, show_special)
     # cells at x = 0..keys-1 and y = 0..rows-1 (plotly's defaults), the tick values: the hover shows their
     # tick labels, so no per-cell labels need to be sent
     heatmap = {
@@ -132,6 +141,19 @@ def _label_room(labels: Sequence[str]) -> int:
     return int(min(max(ROTATED_PX_PER_CHAR * longest + 16, LABEL_ROOM_PX[0]), LABEL_ROOM_PX[1]))
 
 
+def _panel_axis(labels: Sequence[str], domain: list[float], anchor: str, **look: Any) -> dict[str, Any]:
+    """An axis of one panel (its ``domain`` of the figure, ``anchor`` the axis it meets) that names the positions
+    0..n-1 by ``labels``."""
+    return {
+        "domain": domain,
+        "anchor": anchor,
+        "tickmode": "array",
+        "tickvals": list(range(len(labels))),
+        "ticktext": list(labels),
+        **look,
+    }
+
+
 def decoding_step_figure(
     step: DecodingStep,
     source_pieces: Sequence[str],
@@ -154,13 +176,8 @@ def decoding_step_figure(
     """
     bar_labels = display_labels(step.top_pieces)
     positions = list(range(len(bar_labels)))
-    row_names = [f"head {head}" for head in range(np.asarray(step.cross_rows).shape[0])] + ["mean"]
-    panels = []
-    for rows, keys in ((step.cross_rows, source_pieces), (step.self_rows, step.decoder_input)):
-        rows = np.asarray(rows)
-        table = np.concatenate([rows, rows.mean(axis=0, keepdims=True)], axis=0)
-        panels.append(select_tokens(table, None, keys, merge_words=merge_words, show_special=show_special))
-    cross, own = panels
+    cross, row_names = _heads_and_mean(step.cross_rows, source_pieces, merge_words, show_special)
+    own, _ = _heads_and_mean(step.self_rows, step.decoder_input, merge_words, show_special)
 
     bars_px = 20 + BAR_PX * len(bar_labels)
     cross_px = cross_row_height * len(row_names)
@@ -169,7 +186,10 @@ def decoding_step_figure(
     gap_px = _label_room(cross.key_labels) + PANEL_TITLE_PX
     plot_px = top_px + gap_px + self_px
     bottom_px = _label_room(own.key_labels)
-    top_margin_px = 60 + PANEL_TITLE_PX
+    shared = shared_layout(html.escape(title), 0)
+    top_margin_px = shared["margin"]["t"] + PANEL_TITLE_PX  # the panel titles' line under the figure's title
+    shared["height"] = top_margin_px + plot_px + bottom_px
+    shared["margin"] = {**shared["margin"], "t": top_margin_px, "b": bottom_px}
 
     def rows_from_top(height_px: int) -> list[float]:
         return [1 - height_px / plot_px, 1.0]
@@ -202,40 +222,13 @@ def decoding_step_figure(
         {**heatmap_common, "name": panel_titles[2], "z": own.weights, "xaxis": "x3", "yaxis": "y3"},
     ]
 
-    def token_axis(labels: list[str], domain: list[float], anchor: str) -> dict:
-        return {
-            "domain": domain,
-            "anchor": anchor,
-            "tickmode": "array",
-            "tickvals": list(range(len(labels))),
-            "ticktext": labels,
-            "tickangle": -60,
-        }
-
-    def head_axis(domain: list[float], anchor: str) -> dict:
-        return {
-            "domain": domain,
-            "anchor": anchor,
-            "tickmode": "array",
-            "tickvals": list(range(len(row_names))),
-            "ticktext": row_names,
-            "autorange": "reversed",
-        }
-
     layout = {
         "xaxis": {"domain": bars_x, "anchor": "y", "range": [0, 1], "title": {"text": "probability"}},
-        "yaxis": {
-            "domain": rows_from_top(bars_px),
-            "anchor": "x",
-            "tickmode": "array",
-            "tickvals": positions,
-            "ticktext": bar_labels,
-            "autorange": "reversed",
-        },
-        "xaxis2": token_axis(cross.key_labels, cross_x, "y2"),
-        "yaxis2": head_axis(rows_from_top(cross_px), "x2"),
-        "xaxis3": token_axis(own.key_labels, [0.0, 1.0], "y3"),
-        "yaxis3": head_axis([0.0, self_px / plot_px], "x3"),
+        "yaxis": _panel_axis(bar_labels, rows_from_top(bars_px), "x", autorange="reversed"),
+        "xaxis2": _panel_axis(cross.key_labels, cross_x, "y2", tickangle=-60),
+        "yaxis2": _panel_axis(row_names, rows_from_top(cross_px), "x2", autorange="reversed"),
+        "xaxis3": _panel_axis(own.key_labels, [0.0, 1.0], "y3", tickangle=-60),
+        "yaxis3": _panel_axis(row_names, [0.0, self_px / plot_px], "x3", autorange="reversed"),
         "coloraxis": {
             "colorscale": ATTENTION_COLORSCALE,
             "cmin": 0.0,
@@ -243,9 +236,8 @@ def decoding_step_figure(
             "colorbar": {"title": {"text": "weight"}, "y": 0.0, "yanchor": "bottom", "len": self_px / plot_px},
         },
         "showlegend": False,
-        **shared_layout(html.escape(title), top_margin_px + plot_px + bottom_px),
+        **shared,
     }
-    layout["margin"] = {**layout["margin"], "t": top_margin_px, "b": bottom_px}
     titles = [
         (panel_titles[0], bars_x[0], 1.0),
         (panel_titles[1], cross_x[0], 1.0),
