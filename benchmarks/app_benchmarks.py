@@ -37,19 +37,18 @@ CLASSROOM_PIECES = 15  # a typical Multi30k sentence
 
 
 def default_view_figures(trace: Trace, display: dict | None = None) -> list[go.Figure]:
-    """The figures app.py draws on first load: output probabilities, step 0 (top-k, cross and self rows
-    of the last decoder layer), and the encoder self-attention heatmap of layer 0, head 0."""
+    """The figures app.py draws on first load: the cross-attention heatmap of one head (the last layer's head 0,
+    the size of the readable head the page opens on) and the output probabilities; and step 0's figure of the
+    decoding steps, one click away and presenter mode's first view."""
     display = dict(DEFAULT_DISPLAY if display is None else display)
+    axes = viz.attention_axes(trace, "cross")
+    layer = axes.stack.shape[0] - 1
     figures = [
-        viz.token_probabilities(trace.predicted_pieces, trace.step_probs, title="Probability of each output token")
+        viz.attention_heatmap(axes.stack[layer, 0], axes.query_pieces, axes.key_pieces, **display, title="Cross"),
+        viz.token_probabilities(trace.predicted_pieces, trace.step_probs, title="Probability of each output token"),
     ]
-    layer = trace.attention_stack("cross").shape[0] - 1
     step = viz.decoding_step(trace, 0, layer)
-    figures.append(viz.top_k_figure(step.top_pieces, step.top_probabilities, step.chosen_rank, title="Most likely"))
-    figures.append(viz.step_attention(step.cross_rows, trace.source_pieces, **display, title="Cross-attention"))
-    figures.append(viz.step_attention(step.self_rows, step.decoder_input, **display, title="Decoder self-attention"))
-    axes = viz.attention_axes(trace, "encoder")
-    figures.append(viz.attention_heatmap(axes.stack[0, 0], axes.query_pieces, axes.key_pieces, **display, title="Enc"))
+    figures.append(viz.decoding_step_figure(step, trace.source_pieces, **display, title="Step 1"))
     return figures
 
 
