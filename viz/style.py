@@ -103,12 +103,12 @@ def shared_layout(title: str, height: int) -> dict[str, Any]:
 # template plotly copies its whole default one in (a sizeable share of building a white_figure), only to be replaced.
 # It has no trace defaults, so validating it makes no graph objects apply_white_template would leave stale.
 _STAND_IN_TEMPLATE = {"layout": {"paper_bgcolor": "white"}}
-PANEL_AXIS = re.compile(r"[xy]axis[2-9]\d*")
+PANEL_AXIS = re.compile(r"[xy]axis(?:[2-9]|[1-9]\d+)")  # the layout names of the axes after the first: xaxis2, ...
 
 
 def white_figure(trace: dict[str, Any] | list[dict[str, Any]], layout: dict[str, Any], **objects: Any) -> go.Figure:
-    """A one-trace figure from plotly's dict form, with the white look of its trace type (apply_white_template),
-    built without plotly's property validation.
+    """A figure of one trace (or of panels, one trace each) from plotly's dict form, with the white look of its trace
+    types (apply_white_template), built without plotly's property validation.
 
     For the figures every page run draws: validating their properties is most of the time
     left in building them once the template is not validated. The figure is built empty, of the

@@ -52,10 +52,23 @@ def unvalidated_figures(trace) -> list:
     for options in ({}, {"annotate": True, "merge_words": True}, {"show_special": False}):
         figures.append(viz.step_attention(step.cross_rows, trace.source_pieces, **options, title="cross"))
         figures.append(viz.attention_heatmap(axes.stack[1, 2], axes.query_pieces, axes.key_pieces, **options))
-    figures.append(viz.attention_grid(axes.stack, axes.query_pieces, axes.key_pieces))
     figures.append(viz.decoding_step_figure(step, trace.source_pieces, title="<step>", panel_titles=("a", "b", "c")))
     figures.append(viz.decoding_step_figure(step, trace.source_pieces, annotate=True, attention_first=True))
+    figures.append(many_panels())
+    figures.append(viz.attention_grid(axes.stack, axes.query_pieces, axes.key_pieces))  # last: base_layout's
     return figures
+
+
+def many_panels() -> plotly.graph_objects.Figure:
+    """white_figure with a panel per axis pair up to x12/y12, each named in the layout."""
+    suffixes = [""] + [str(panel) for panel in range(2, 13)]
+    traces = [{"type": "heatmap", "z": [[index, 1.0]], "xaxis": f"x{suffix}", "yaxis": f"y{suffix}"}
+              for index, suffix in enumerate(suffixes)]  # fmt: skip
+    layout = {}
+    for index, suffix in enumerate(suffixes):
+        layout[f"xaxis{suffix}"] = {"domain": [index / 12, (index + 0.9) / 12], "anchor": f"y{suffix}"}
+        layout[f"yaxis{suffix}"] = {"anchor": f"x{suffix}"}
+    return viz.style.white_figure(traces, layout, annotations=[{"text": "twelve", "showarrow": False}])
 
 
 def objects_read_as_stored(node) -> bool:
