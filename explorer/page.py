@@ -217,8 +217,8 @@ def details_section(ctx: PageContext, hide_output: bool) -> None:
     """The sentence's pieces with their ids, how sure the model was of each token, and the downloads."""
     trace = ctx.trace
     st.header("Tokens and downloads")
-    # an HTML table rather than st.dataframe: the data grid's script and canvas were a fifth of a new page's wait
-    # for its first heatmap, and a screen reader reads a table's cells where it reads nothing of a canvas
+    # an HTML table rather than st.dataframe: the data grid loads a script of its own and draws a canvas, which
+    # held back a new page's first heatmap, and a screen reader reads a table's cells where a canvas says nothing
     st.html(TABLE_CSS + viz.table_html(viz.tokenization_table(trace.source_pieces, trace.source_ids)))
     if not hide_output:
         show_figure(

@@ -134,11 +134,11 @@ def figure_tables(figure: go.Figure) -> list[FigureTable]:
     for trace in figure.data:
         if trace.type not in ("bar", "scatter") or trace[_category_letters(trace)[1]] is None:
             continue
-        if groups and _category_letters(groups[-1][0]) == _category_letters(trace):
-            if _categories(groups[-1][0]) == _categories(trace):
-                groups[-1].append(trace)
-                continue
-        groups.append([trace])
+        last = groups[-1][0] if groups else None
+        if last and _category_letters(last) == _category_letters(trace) and _categories(last) == _categories(trace):
+            groups[-1].append(trace)
+        else:
+            groups.append([trace])
     tables += [_series_table(figure, group, title) for group in groups]
     return tables
 
