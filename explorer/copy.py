@@ -262,8 +262,8 @@ EXPLANATIONS: dict[str, str] = {
     "step": (
         "Step through the translation one token at a time. At each step the decoder sees the tokens "
         "written so far (starting with <s>) and outputs a probability for every possible next token; "
-        "the bars show the most likely ones. Below: where this step looks in the source "
-        "(cross-attention) and in its own output so far (decoder self-attention)."
+        "the bars show the most likely ones. Beside them: where this step looks in the source "
+        "(cross-attention); under both: where it looks in its own output so far (decoder self-attention)."
     ),
     "sentence": "Type a sentence and press Enter: the model translates it and every view shows its attention.",
     "authors_decoding": (
