@@ -37,9 +37,9 @@ CLASSROOM_PIECES = 15  # a typical Multi30k sentence
 
 
 def default_view_figures(trace: Trace, display: dict | None = None) -> list[go.Figure]:
-    """The figures app.py draws on first load: the cross-attention heatmap of one head (the last layer's head 0,
-    the size of the readable head the page opens on) and the output probabilities; and step 0's figure of the
-    decoding steps, one click away and presenter mode's first view."""
+    """The figure app.py draws on first load, the cross-attention heatmap of one head (the last layer's head 0, the
+    size of the readable head the page opens on), and two a click away: the output probabilities (in the folded
+    details) and step 0's figure of the decoding steps (presenter mode's first view)."""
     display = dict(DEFAULT_DISPLAY if display is None else display)
     axes = viz.attention_axes(trace, "cross")
     layer = axes.stack.shape[0] - 1

@@ -214,18 +214,25 @@ def translation_section(ctx: PageContext, hide_output: bool) -> None:
 
 
 def details_section(ctx: PageContext, hide_output: bool) -> None:
-    """The sentence's pieces with their ids, how sure the model was of each token, and the downloads."""
+    """The downloads and, once opened, the sentence's pieces with their ids and how sure the model was of each
+    token."""
     trace = ctx.trace
     st.header("Tokens and downloads")
-    # an HTML table rather than st.dataframe: the data grid loads a script of its own and draws a canvas, which
-    # held back a new page's first heatmap, and a screen reader reads a table's cells where a canvas says nothing
-    st.html(TABLE_CSS + viz.table_html(viz.tokenization_table(trace.source_pieces, trace.source_ids)))
-    if not hide_output:
-        show_figure(
-            viz.token_probabilities(trace.predicted_pieces, trace.step_probs, title="Probability of each output token"),
-            f"{ctx.file_stem}-probabilities",
-            ctx.lesson.translation,
-        )
+    # Folded until opened, and then drawn: this section is below a 1280x800 screen, and a chart drawn costs every
+    # edit a share of its redraw (a folded expander would still draw what it holds).
+    details = st.expander(
+        "Tokenization and how sure the model was of each token", key="details", on_change="rerun", width="stretch"
+    )
+    if details.open:
+        with details:
+            # an HTML table rather than st.dataframe: the data grid loads a script of its own and draws a canvas,
+            # and a screen reader reads a table's cells where a canvas says nothing
+            st.html(TABLE_CSS + viz.table_html(viz.tokenization_table(trace.source_pieces, trace.source_ids)))
+            if not hide_output:
+                probabilities = viz.token_probabilities(
+                    trace.predicted_pieces, trace.step_probs, title="Probability of each output token"
+                )
+                show_figure(probabilities, f"{ctx.file_stem}-probabilities", ctx.lesson.translation)
     downloads(ctx)
 
 

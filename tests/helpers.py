@@ -215,6 +215,15 @@ def component_data(app: AppTest, name: str) -> dict:
     return json.loads(found[0].json)
 
 
+def open_details(app: AppTest) -> AppTest:
+    """The page with its folded "Tokenization and how sure the model was of each token" section open (its table
+    and probability chart are drawn only then): opened and rerun, unless it already is."""
+    if not ("details" in app.session_state and app.session_state["details"]):
+        app.session_state["details"] = True
+        app.run()
+    return app
+
+
 def shown_tokenization(app: AppTest) -> dict[str, list[str]]:
     """The page's tokenization table (viz.tokenization_table drawn by st.html) as the browser reads its cells:
     row name ("piece", "id") -> cell texts, entities decoded."""

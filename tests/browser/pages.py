@@ -124,6 +124,23 @@ def shows(driver, sentence: str, expected: Trace, step: int) -> bool:
     )
 
 
+DETAILS = "Tokenization and how sure the model was of each token"  # the page's folded section (explorer/page.py)
+
+
+def open_details(driver) -> None:
+    """Open the page's folded section and wait for its tokenization table (drawn only once the section is open)."""
+    from selenium.webdriver.common.by import By
+
+    driver.find_element(By.XPATH, f"//summary[.//*[normalize-space()='{DETAILS}']]").click()
+    wait_until(
+        driver,
+        lambda d: d.execute_script(
+            "return [...document.querySelectorAll('caption')].some(c => c.textContent.startsWith('Tokenization'))"
+        ),  # fmt: skip
+        "the details never opened",
+    )
+
+
 def in_parallel(function, *argument_lists) -> list:
     """Run ``function`` once per page, each in its own thread; re-raise the first failure."""
     from concurrent.futures import ThreadPoolExecutor

@@ -19,7 +19,14 @@ import pytest
 from explorer import views
 from explorer.components.assistive import SENTENCE_BOX
 from explorer.views.experiments import EXPERIMENTS
-from tests.browser.pages import driver_sentence, load_page, received_messages, translation_text, wait_until
+from tests.browser.pages import (
+    driver_sentence,
+    load_page,
+    open_details,
+    received_messages,
+    translation_text,
+    wait_until,
+)
 from tests.helpers import REPO, chromium, click_button, streamlit_server
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -96,6 +103,7 @@ def test_no_serious_violations_in_any_view_experiment_or_presenter_mode(shipped_
     assert driver.execute_script("return document.body.innerText.includes('This sentence is unlike')")  # scanned too
     click_button(driver, "Show as table")  # the first chart's table is checked too
     wait_until(driver, lambda d: d.execute_script("return !!document.querySelector('table.figure-table')"), "no table")
+    open_details(driver)  # and the folded section's tokenization table and probability chart
     report: dict[str, list[str]] = {}
     for view in views.VIEWS:
         act_and_settle(driver, lambda label=view.label: click_button(driver, label))

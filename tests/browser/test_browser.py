@@ -271,11 +271,11 @@ for (const gd of document.querySelectorAll('.js-plotly-plot')) {
 }
 return clashes;
 """
-NARROW_CHARTS = [  # views that put charts side by side or in a column beside the controls
-    ("", 2),
-    ("view=steps", 2),
-    ("view=experiments&experiment=whatif", 4),
-    ("view=experiments&experiment=stats", 2),
+NARROW_CHARTS = [  # views that put charts side by side or in a column beside the controls (the details folded)
+    ("", 1),
+    ("view=steps", 1),
+    ("view=experiments&experiment=whatif", 3),
+    ("view=experiments&experiment=stats", 1),
     ("view=experiments&experiment=internals", 10),
     ("view=attribution", 3),
     ("view=encoder&display=aggregates", 1),

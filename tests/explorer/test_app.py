@@ -31,6 +31,7 @@ from tests.helpers import (
     chart_titled,
     chart_titles,
     component_data,
+    open_details,
     plotly_array,
     read_table,
     shown_tokenization,
@@ -75,7 +76,6 @@ def test_starts_and_shows_translation_tokens_and_figures(app, checkpoints):
     expected = translator.trace(sentence, beam_size=1)
     assert translation_shown(app) == expected.translation
     assert app.selectbox(key="checkpoint").value == "tiny-en-de"  # no multi30k-en-de here: the first valid folder
-    assert shown_tokenization(app)["piece"] == expected.source_pieces
     # the page opens on cross-attention, on the head that reads most like an alignment over the card's examples
     examples = card_examples(read_card(checkpoints / "tiny-en-de"))
     layer, head = readable_cross_head(batch_head_statistics(translator, examples, beam_size=1))
@@ -90,7 +90,13 @@ def test_starts_and_shows_translation_tokens_and_figures(app, checkpoints):
     np.testing.assert_allclose(plotly_array(cross["data"][0]["z"]), expected.attention_stack("cross")[layer, head],
                                rtol=0, atol=1e-5)  # fmt: skip
     assert app.query_params == {}  # the readable head is the default: a plain link opens it
-    assert chart_titles(app) == [head_title("cross", layer, head), "Probability of each output token"]  # no more
+    assert chart_titles(app) == [head_title("cross", layer, head)]  # no more: the details are folded
+    assert not [element for element in app.get("html") if "<caption>Tokenization" in element.proto.body]
+    open_details(app)
+    assert shown_tokenization(app)["piece"] == expected.source_pieces
+    assert chart_titles(app) == [head_title("cross", layer, head), "Probability of each output token"]
+    probabilities = chart_titled(app, "Probability of each output token")
+    np.testing.assert_allclose(plotly_array(probabilities["data"][0]["y"]), expected.step_probs, rtol=0, atol=1e-5)
 
 
 def test_every_checkpoint_folder_is_listed_with_its_card_or_why_it_was_skipped(app, checkpoints):
@@ -308,7 +314,7 @@ def test_beam_search_and_length_limit(app):
     app.number_input(key="max_len").set_value(3).run()
     assert_ok(app)
     assert any(markdown.value == "**Translation** (beam search (beam 5))" for markdown in app.markdown)
-    probabilities = chart_titled(app, "Probability of each output token")
+    probabilities = chart_titled(open_details(app), "Probability of each output token")
     assert len(probabilities["layout"]["xaxis"]["ticktext"]) <= 4  # at most 3 tokens, then </s>
 
 
@@ -322,7 +328,7 @@ def test_teacher_forcing_shows_the_typed_target(app):
     heading = next(markdown.value for markdown in app.markdown if markdown.value.startswith("### "))
     assert heading == "### :orange[two dogs]"  # styled apart from the model's own translations
     assert any(markdown.value.startswith("**Your target** (teacher forcing") for markdown in app.markdown)
-    probabilities = chart_titled(app, "Probability of each output token")
+    probabilities = chart_titled(open_details(app), "Probability of each output token")
     assert probabilities["layout"]["xaxis"]["ticktext"][-1] == display_labels(["</s>"])[0]
 
 

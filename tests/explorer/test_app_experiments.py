@@ -44,6 +44,7 @@ from tests.helpers import (
     chart_specs,
     chart_titled,
     chart_titles,
+    open_details,
     plotly_array,
     shown_tokenization,
 )
@@ -417,7 +418,7 @@ def test_a_sentence_with_pieces_the_new_tokenizer_lacks_does_not_suit_it(checkpo
 
 
 def toy_pieces(app: AppTest) -> list[str]:
-    return shown_tokenization(app)["piece"]
+    return shown_tokenization(open_details(app))["piece"]
 
 
 def test_card_examples_and_language_names():

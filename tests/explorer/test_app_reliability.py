@@ -33,6 +33,7 @@ from tests.helpers import (
     OWN_MARKUP,
     assert_ok,
     chart_titles,
+    open_details,
     shown_tokenization,
     small_config,
     toy_sentences,
@@ -113,6 +114,8 @@ def page(tiny_checkpoint) -> Iterator[AppTest]:
 def test_bad_input_shows_a_translation_or_a_message(page, translator, name):
     text = as_sent_by_browser(BAD_INPUTS[name])
     page.text_input(key="sentence").input(text).run()
+    if text.strip():
+        open_details(page)  # its table and chart are checked too (a page without a sentence has no such section)
     assert_ok(page)
     assert_no_markup_rendered(page)
     notices = [match for warning in page.warning if (match := TRUNCATION_NOTICE.search(warning.value))]
@@ -153,6 +156,8 @@ def test_bad_input_in_the_word_sources_view_never_crashes(word_sources_page, tra
     page = word_sources_page
     text = as_sent_by_browser(BAD_INPUTS[name])
     page.text_input(key="sentence").input(text).run()
+    if text.strip():
+        open_details(page)  # its table and chart are checked too (a page without a sentence has no such section)
     assert_ok(page)
     assert_no_markup_rendered(page)
     if not text.strip():
@@ -191,6 +196,7 @@ def test_markup_in_source_pieces_output_and_forced_target_is_shown_as_text(monke
     translator = load_checkpoint(markup_checkpoints / "markup-en-de", device="cpu")
     text = BAD_INPUTS[name]
     app = AppTest.from_file(APP, default_timeout=60).run()
+    open_details(app)
     app.number_input(key="max_len").set_value(8).run()
     app.text_input(key="sentence").input(text).run()
     assert_ok(app)

@@ -11,7 +11,7 @@ from streamlit.testing.v1 import AppTest
 
 from model import load_checkpoint
 from model.tokenizer import load_sentencepiece
-from tests.helpers import APP, CHECKPOINTS_ENV, assert_ok, chart_specs, chart_titles, shown_tokenization
+from tests.helpers import APP, CHECKPOINTS_ENV, assert_ok, chart_specs, chart_titles, open_details, shown_tokenization
 
 
 def test_the_imported_checkpoint_opens_in_the_app_and_shows_its_heatmaps(marian, tmp_path, monkeypatch):
@@ -82,7 +82,7 @@ def test_a_model_with_separate_vocabularies_shows_each_sides_pieces(marian_separ
 
 def source_pieces(app: AppTest) -> list[str]:
     """The tokenization table's pieces: the pieces the model read."""
-    return shown_tokenization(app)["piece"]
+    return shown_tokenization(open_details(app))["piece"]
 
 
 def no_language_notices(app: AppTest) -> list[str]:
