@@ -39,6 +39,8 @@ from model.translator import Translator
 from viz.export import lesson_html
 from viz.tables import TABLE_CSS
 
+DETAILS_LABEL = "Tokenization and how sure the model was of each token"  # the folded section under the view
+
 
 def use_example() -> None:
     """Copy the picked example into the sentence box and clear the picker, which acts as a menu."""
@@ -220,9 +222,7 @@ def details_section(ctx: PageContext, hide_output: bool) -> None:
     st.header("Tokens and downloads")
     # Folded until opened, and then drawn: this section is below a 1280x800 screen, and a chart drawn costs every
     # edit a share of its redraw (a folded expander would still draw what it holds).
-    details = st.expander(
-        "Tokenization and how sure the model was of each token", key="details", on_change="rerun", width="stretch"
-    )
+    details = st.expander(DETAILS_LABEL, key="details", on_change="rerun", width="stretch")
     if details.open:
         with details:
             # an HTML table rather than st.dataframe: the data grid loads a script of its own and draws a canvas,

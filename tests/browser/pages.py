@@ -3,6 +3,7 @@ its console errors, and waiting for it (tests/browser/test_browser.py, test_many
 
 from __future__ import annotations
 
+from explorer.page import DETAILS_LABEL
 from model.trace import Trace
 from viz.tokens import display_labels
 
@@ -124,19 +125,16 @@ def shows(driver, sentence: str, expected: Trace, step: int) -> bool:
     )
 
 
-DETAILS = "Tokenization and how sure the model was of each token"  # the page's folded section (explorer/page.py)
-
-
 def open_details(driver) -> None:
     """Open the page's folded section and wait for its tokenization table (drawn only once the section is open)."""
     from selenium.webdriver.common.by import By
 
-    driver.find_element(By.XPATH, f"//summary[.//*[normalize-space()='{DETAILS}']]").click()
+    driver.find_element(By.XPATH, f"//summary[.//*[normalize-space()='{DETAILS_LABEL}']]").click()
     wait_until(
         driver,
         lambda d: d.execute_script(
             "return [...document.querySelectorAll('caption')].some(c => c.textContent.startsWith('Tokenization'))"
-        ),  # fmt: skip
+        ),
         "the details never opened",
     )
 
