@@ -49,6 +49,13 @@ def driver(browser_ready):
         yield browser
 
 
+@pytest.fixture
+def network_driver(browser_ready):
+    """A browser that records its network log: the tests read the Streamlit messages the page receives."""
+    with chromium(Path(tempfile.mkdtemp(prefix="chromium-profile-")), network_log=True) as browser:
+        yield browser
+
+
 def test_translates_redraws_and_steps(server, driver, translator):
     load_page(driver, server)
     first = translator.trace(shown_sentence(driver), beam_size=1)
@@ -81,13 +88,6 @@ def test_translates_redraws_and_steps(server, driver, translator):
     )
     driver.save_screenshot(str(OUTPUT / "browser-after-step.png"))
     assert console_errors(driver) == []
-
-
-# Counts the sidebar's elements turning stale: what a whole-page run does to them, and a fragment's run does not.
-@pytest.fixture
-def network_driver(browser_ready):
-    with chromium(Path(tempfile.mkdtemp(prefix="chromium-profile-")), network_log=True) as browser:
-        yield browser
 
 
 def test_a_new_head_redraws_the_view_alone_and_keeps_the_link(server, network_driver):
