@@ -25,7 +25,7 @@ import torch
 from benchmarks.context import Context
 from benchmarks.records import Check, Record
 from benchmarks.subject import REPO, sentence_with_pieces
-from benchmarks.timing import wait_for
+from benchmarks.timing import median, time_call, wait_for
 from model.heads import KIND_TITLES
 from model.translator import Translator
 from viz.tokens import display_labels
@@ -187,12 +187,7 @@ def model_trace_ms(translator: Translator, texts: list[str]) -> float:
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        times = []
-        for text in texts:
-            start = time.perf_counter()
-            translator.trace(text, beam_size=1)
-            times.append((time.perf_counter() - start) * 1000)
-        return statistics.median(times)
+        return median([time_call(lambda text=text: translator.trace(text, beam_size=1)) * 1000 for text in texts])
     finally:
         torch.set_num_threads(threads)
 
