@@ -170,11 +170,14 @@ def received_deltas(driver) -> list:
     return [message for message in received_messages(driver) if message.WhichOneof("type") == "delta"]
 
 
-def wait_for_run_end(driver, what: str) -> None:
-    """Wait for the server to say a run has finished (``received_messages`` drained first, before the run starts)."""
-    wait_until(
-        driver,
-        lambda d: any(message.WhichOneof("type") == "script_finished" for message in received_messages(d)),
-        f"{what}: the run never finished",
-        poll_s=0.1,
-    )
+def wait_for_run_end(driver, what: str) -> list:
+    """Wait for the server to say a run has finished (``received_messages`` drained first, before the run starts);
+    returns the messages read meanwhile."""
+    received: list = []
+
+    def finished(page) -> bool:
+        received.extend(received_messages(page))
+        return any(message.WhichOneof("type") == "script_finished" for message in received)
+
+    wait_until(driver, finished, f"{what}: the run never finished", poll_s=0.1)
+    return received

@@ -140,16 +140,7 @@ def test_a_burst_of_reconnections_asks_for_one_page_run(server, network_driver):
     load_page(driver, server)
     received_messages(driver)
     driver.execute_script(TWO_RECONNECTIONS)
-    received: list = []
-    wait_until(
-        driver,
-        lambda d: (
-            received.extend(received_messages(d))
-            or any(message.WhichOneof("type") == "script_finished" for message in received)
-        ),
-        "the reconnection asked for no run",
-        poll_s=0.1,
-    )
+    received = wait_for_run_end(driver, "the reconnection")
     time.sleep(1.5)  # long enough for a second run, asked for 50 ms after the first, to have come
     received.extend(received_messages(driver))
     assert [message.WhichOneof("type") for message in received].count("new_session") == 1
