@@ -14,7 +14,8 @@ that copy into a setting), the quiz's guesses (answers, kept per step), an uploa
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -236,6 +237,18 @@ def write_url() -> None:
     if wanted != st.query_params.to_dict():
         st.query_params.from_dict(wanted)
     st.session_state.url_request = None
+
+
+@contextmanager
+def view_settings() -> Iterator[None]:
+    """Settings bound inside belong to the view drawn there: a fragment rerun that draws another view in its place
+    (app.view_area) takes the last view's settings out of the URL, as a page run that does not draw it would."""
+    state = st.session_state
+    if not state.full_run:
+        state.url_bound -= state.get("view_bound", set())
+    before = set(state.url_bound)
+    yield
+    state.view_bound = state.url_bound - before
 
 
 def write_url_after_fragment() -> None:

@@ -19,7 +19,7 @@ import viz
 from explorer.copy import card_examples
 from model import load_checkpoint
 from model.analysis.head_stats import batch_head_statistics, readable_cross_head
-from model.heads import head_title
+from model.heads import KIND_TITLES, head_title
 from model.trace import Trace
 from tests.browser.pages import (
     chart,
@@ -122,6 +122,43 @@ def test_a_new_head_redraws_the_view_alone_and_keeps_the_link(server, network_dr
         ),
         "a whole-page run sent no sidebar element",
     )
+    assert console_errors(driver) == []
+
+
+def test_a_switch_between_views_of_the_sentence_reruns_the_view_alone(server, network_driver, tmp_path):
+    """The view picker and the view are a fragment (app.view_area): a switch between views of the sentence reruns it
+    alone (every element sent belongs to a fragment), the link drops the last view's settings and the lesson holds
+    the view now drawn, not the last one's chart. A switch to the quiz, which hides the translation, runs the page."""
+    driver = network_driver
+    driver.execute_cdp_cmd("Browser.setDownloadBehavior", {"behavior": "allow", "downloadPath": str(tmp_path)})
+    load_page(driver, server)
+    received_deltas(driver)
+    click_button(driver, "Decoding steps")
+    wait_until(driver, lambda d: step_text(d).startswith("Step 1 of"), "the steps view did not open")
+    click_button(driver, "Next")
+    wait_until(driver, lambda d: "step=1" in d.current_url, "the link did not follow the step")
+    click_button(driver, KIND_TITLES["encoder"])
+    wait_until(driver, lambda d: chart(d, "Encoder layer") is not None, "the encoder's view did not open")
+    wait_until(driver, lambda d: "view=encoder" in d.current_url, "the link did not follow the view")
+    assert "step=" not in driver.current_url
+    view_runs = received_deltas(driver)
+    assert view_runs and all(delta.delta.fragment_id for delta in view_runs)
+    click_button(driver, "Download lesson (HTML)")
+    saved = tmp_path / "tiny-en-de-lesson.html"
+    wait_until(driver, lambda d: saved.exists() and saved.stat().st_size > 0, "the lesson never arrived")
+    lesson = saved.read_text(encoding="utf-8")
+    assert "Encoder layer" in lesson and "Step 2:" not in lesson
+    click_button(driver, "Quiz")
+    page_run: list = []
+    wait_until(
+        driver,
+        lambda d: (
+            page_run.extend(received_deltas(d))
+            or any(not delta.delta.fragment_id and delta.metadata.delta_path[0] == 1 for delta in page_run)
+        ),
+        "the switch to the quiz sent no sidebar element: the page around the view was not redrawn",
+    )
+    wait_until(driver, lambda d: translation_text(d) is None, "the quiz shows the translation")
     assert console_errors(driver) == []
 
 
