@@ -23,7 +23,8 @@ def show_figure(figure: go.Figure, name: str, lesson: list[LessonSection] | None
 
     With ``lesson``, the chart (at normal size) and ``explanation`` also go into the lesson export.
     """
-    shown = viz.enlarge(figure) if presenting() else figure
+    viz.fit_margins(figure)
+    shown = viz.fit_margins(viz.enlarge(figure)) if presenting() else figure
     st.plotly_chart(shown, theme=None, config=viz.chart_config(name), key=f"chart-{name}")
     figure_as_text(viz.describe(figure), lambda: viz.figure_tables(figure), name)
     if lesson is not None:

@@ -27,6 +27,7 @@ from viz.interventions import (
     probability_change_figure,
     translation_diff_figure,
 )
+from viz.margins import fit_margins
 from viz.pairs import pair_difference_heatmap, pair_heatmaps
 from viz.positional import encoding_norms, positional_curves, positional_matrix, positional_similarity
 from viz.presenter import enlarge
@@ -71,6 +72,7 @@ __all__ = [
     "enlarge",
     "evolution_figure",
     "figure_tables",
+    "fit_margins",
     "fork_attention_figures",
     "fork_info",
     "fork_tokens_figure",

@@ -162,6 +162,26 @@ def test_a_switch_between_views_of_the_sentence_reruns_the_view_alone(server, ne
     assert console_errors(driver) == []
 
 
+# Each plotly chart's left and bottom margins as the figure asks for them and as plotly.js drew them (its automargin
+# grows them, and draws the chart again, where labels stick out).
+CHART_MARGINS = """
+return [...document.querySelectorAll('.js-plotly-plot')].filter(gd => gd._fullLayout && gd._fullLayout._size)
+    .map(gd => ({title: gd.layout.title ? gd.layout.title.text : '', asked: [gd.layout.margin.l, gd.layout.margin.b],
+                 drawn: [gd._fullLayout._size.l, gd._fullLayout._size.b]}));
+"""
+
+
+def test_charts_are_drawn_once_their_margins_holding_their_labels(server, driver):
+    """viz.fit_margins leaves plotly's automargin nothing to grow (which would draw the chart a second time): in the
+    first view, the decoding steps, the all-heads grid and presenter mode's larger fonts."""
+    for query in ("", "?view=steps", "?display=grid", "?presenter=true&view=cross"):
+        driver.get(f"{server}/{query}")
+        drawn = wait_until(driver, lambda d: d.execute_script(CHART_MARGINS), f"{query or 'the page'}: no chart drawn")
+        for margins in drawn:
+            assert margins["drawn"] == margins["asked"], (query, margins)
+    assert console_errors(driver) == []
+
+
 # Opens two connections to the page's server the way Streamlit's reconnection does, 50 ms apart.
 TWO_RECONNECTIONS = """
 const url = location.origin.replace(/^http/, 'ws') + '/_stcore/stream';
