@@ -8,7 +8,9 @@ appears, and the time of the last Enter keydown or click; an edit is timed from 
 first chart showing the new sentence's pieces, a control from its click or Enter to the first
 chart bearing the title it asks for. The baseline is the floor: a bare Streamlit page with one
 text box, one head picker and one plotly heatmap (benchmarks/bare_heatmap_page.py), measured the
-same way in the same run. The same edit is timed again on a random model of opus-mt-en-de's shape.
+same way in the same run, in its own server and browser, in turns with the page: each interaction
+on the page is timed beside one on the bare page, so a load that comes and goes on the two shared
+cores hits both alike. The same edit is timed again on a random model of opus-mt-en-de's shape.
 """
 
 from __future__ import annotations
@@ -16,7 +18,8 @@ from __future__ import annotations
 import statistics
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
 
@@ -116,57 +119,46 @@ def _pick(driver, label: str, option: str) -> None:
     box.send_keys(Keys.ENTER)
 
 
-def _head_changes(driver, count: int) -> list[float]:
-    """Switch the first chart's head ``count`` times, between two heads other than the one shown."""
+def _other_heads(driver) -> list[int]:
+    """Two heads other than the one the first chart shows, to switch between."""
     shown = _first_title(driver)
-    heads = [head for head in range(4) if not shown.endswith(f"head {head}")][:2]
-    times = []
-    for index in range(count):
-        head = heads[index % 2]
-        times.append(_rerun(driver, lambda head=head: _pick(driver, "Head", f"head {head}"), _ends(f"head {head}")))
-    return times
+    return [head for head in range(4) if not shown.endswith(f"head {head}")][:2]
+
+
+def _head_change(driver, heads: list[int], index: int) -> float:
+    head = heads[index % 2]
+    return _rerun(driver, lambda: _pick(driver, "Head", f"head {head}"), _ends(f"head {head}"))
+
+
+def _view_switch(driver, index: int) -> float:
+    """To the encoder's self-attention view and back, in turn."""
+    from tests.helpers import click_button
+
+    if index % 2 == 0:
+        wanted = lambda title: title.startswith("Encoder") and "self-attention" in title  # noqa: E731
+        return _rerun(driver, lambda: click_button(driver, KIND_TITLES["encoder"]), wanted)
+    return _rerun(driver, lambda: click_button(driver, KIND_TITLES["cross"]), lambda title: "cross-attention" in title)
+
+
+def _step(driver, index: int) -> float:
+    """Next to step 2, then Previous to step 1, in turn."""
+    from tests.helpers import click_button
+
+    button, step = ("Next", 2) if index % 2 == 0 else ("Previous", 1)
+    return _rerun(driver, lambda: click_button(driver, button), _starts(f"Step {step}:"))
 
 
 def _ends(suffix: str) -> Callable[[str], bool]:
     return lambda title: title.endswith(suffix)
 
 
-def _page_interactions(driver, count: int) -> dict[str, list[float]]:
-    """On the page: head changes in the cross-attention view, view switches to the encoder's and back, then steps
-    Next and Previous in the decoding-steps view."""
-    from tests.helpers import click_button
-
-    heads = _head_changes(driver, count)
-    views = []
-    for index in range(count):
-        if index % 2 == 0:
-            wanted = lambda title: title.startswith("Encoder") and "self-attention" in title  # noqa: E731
-            views.append(_rerun(driver, lambda: click_button(driver, KIND_TITLES["encoder"]), wanted))
-        else:
-            wanted = lambda title: "cross-attention" in title  # noqa: E731
-            views.append(_rerun(driver, lambda: click_button(driver, KIND_TITLES["cross"]), wanted))
-    _rerun(driver, lambda: click_button(driver, "Decoding steps"), lambda title: title.startswith("Step "))
-    steps = []
-    for index in range(count):
-        button, step = ("Next", 2) if index % 2 == 0 else ("Previous", 1)
-        steps.append(_rerun(driver, lambda button=button: click_button(driver, button), _starts(f"Step {step}:")))
-    return {"heads": heads, "views": views, "steps": steps}
-
-
 def _starts(prefix: str) -> Callable[[str], bool]:
     return lambda title: title.startswith(prefix)
 
 
-def _measure(
-    script: Path,
-    checkpoints: Path,
-    sentences: list[tuple[str, list[str]]],
-    loads: int,
-    interact: Callable[[object], dict[str, list[float]]] | None = None,
-    query: str = "",
-) -> dict[str, object]:
-    """Cold and warm first-heatmap times of a page served from ``script`` (at ``query``), one edit per sentence,
-    then ``interact``'s timings."""
+@contextmanager
+def _page(script: Path, checkpoints: Path) -> Iterator[tuple[object, str]]:
+    """A server of ``script`` reading ``checkpoints`` and a browser to time it in: (driver, URL)."""
     from tests.helpers import chromium, streamlit_server
 
     with (
@@ -175,11 +167,48 @@ def _measure(
     ):
         driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", VIEWPORT)
         driver.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": RECORDER})
-        cold = _open(driver, f"{url}/{query}")
-        warm = [_open(driver, f"{url}/{query}") for _ in range(loads)]
-        time.sleep(1.0)  # let the last page settle before typing
-        edits = [_edit(driver, sentence, columns) for sentence, columns in sentences]
-        return {"cold": cold, "warm": warm, "edits": edits, **(interact(driver) if interact else {})}
+        yield driver, url
+
+
+def _in_turns(count: int, ours: Callable[[int], float], bare: Callable[[int], float]) -> tuple[list, list]:
+    """``count`` timings of each, taken in turns (A B B A A B ...), so that a load that comes and goes on the shared
+    cores hits both pages alike: each interaction's baseline is measured beside it, not minutes before."""
+    samples: tuple[list, list] = ([], [])
+    for index in range(count):
+        order = [(ours, samples[0]), (bare, samples[1])]
+        for act, into in reversed(order) if index % 2 else order:
+            into.append(act(index))
+    return samples
+
+
+def _compare(
+    checkpoints: Path,
+    sentences: tuple[list[tuple[str, list[str]]], list[tuple[str, list[str]]]],
+    loads: int,
+    interactions: int,
+) -> dict[str, tuple[object, object]]:
+    """The page and the bare page, each in its own server and browser, timed in turns: (ours, bare) samples of a new
+    page's first heatmap (the first load cold, then ``loads`` warm), an edit per sentence, then ``interactions`` head
+    changes, view switches and decoding steps on the page, each beside as many head changes on the bare page."""
+    from tests.helpers import click_button
+
+    with _page(REPO / "app.py", checkpoints) as (ours, ours_url), _page(BARE_PAGE, checkpoints) as (bare, bare_url):
+        measured: dict[str, tuple[object, object]] = {"cold": (_open(ours, ours_url), _open(bare, bare_url))}
+        measured["warm"] = _in_turns(loads, lambda _: _open(ours, ours_url), lambda _: _open(bare, bare_url))
+        time.sleep(1.0)  # let the last pages settle before typing
+        ours_sentences, bare_sentences = sentences
+        measured["edits"] = _in_turns(
+            len(ours_sentences),
+            lambda index: _edit(ours, *ours_sentences[index]),
+            lambda index: _edit(bare, *bare_sentences[index]),
+        )
+        ours_heads, bare_heads = _other_heads(ours), _other_heads(bare)
+        bare_rerun = partial(_head_change, bare, bare_heads)
+        measured["heads"] = _in_turns(interactions, partial(_head_change, ours, ours_heads), bare_rerun)
+        measured["views"] = _in_turns(interactions, partial(_view_switch, ours), bare_rerun)
+        _rerun(ours, lambda: click_button(ours, "Decoding steps"), _starts("Step "))
+        measured["steps"] = _in_turns(interactions, partial(_step, ours), bare_rerun)
+        return measured
 
 
 def model_trace_ms(translator: Translator, texts: list[str]) -> float:
@@ -202,35 +231,32 @@ def browser_times(ctx: Context, names: tuple[str, ...]) -> list[Record]:
     if reason:
         raise RuntimeError(f"needs headless Chromium: {reason}")
     translator = ctx.subject.translator
-    edits = ctx.reps(3, 7)
+    edits = ctx.reps(3, 11)
     texts = [sentence_with_pieces(translator, 15, seed=seed) for seed in range(edits)]
     # the page's first chart, cross-attention, has a column per source piece; the bare page's, a column per word
     ours_sentences = [(text, display_labels(translator.trace(text, beam_size=1).source_pieces)) for text in texts]
     bare_sentences = [(text, text.split()) for text in texts]
-    interactions = ctx.reps(4, 8)
+    interactions = ctx.reps(4, 12)
     with tempfile.TemporaryDirectory(prefix="bench-browser-") as root:
         folder = Path(root) / ctx.subject.folder.name
         folder.symlink_to(ctx.subject.folder.resolve())
-        loads = ctx.reps(3, 7)
-        ours = _measure(
-            REPO / "app.py", Path(root), ours_sentences, loads, partial(_page_interactions, count=interactions)
-        )
-        bare = _measure(
-            BARE_PAGE, Path(root), bare_sentences, loads, lambda driver: {"heads": _head_changes(driver, interactions)}
-        )
+        measured = _compare(Path(root), (ours_sentences, bare_sentences), ctx.reps(3, 7), interactions)
         trace_ms = model_trace_ms(translator, texts)
         opus = _opus_edits(ctx, Path(root), texts) if "opus_edit_overhead_ms" in names else None
     clock = "the page's performance.now(): "
-    rerun_floor = "the bare page's rerun after its head picker changes (typed, then Enter), its one heatmap redrawn"
-    measured = {
+    rerun_floor = (
+        "the bare page's rerun after its head picker changes (typed, then Enter), its one heatmap redrawn, timed in "
+        "turns with these"
+    )
+    cases = {
         "first_heatmap_ms": (
             "warm",
             (Check("value", "<=", 2500.0), Check("ratio", "<=", 1.2)),
             {
                 "case": "new page, warm server, 1280x800",
                 "baseline_is": "a bare Streamlit page with one text box and one plotly heatmap (the floor)",
-                "cold_ms": ours["cold"],
-                "baseline_cold_ms": bare["cold"],
+                "cold_ms": measured["cold"][0],
+                "baseline_cold_ms": measured["cold"][1],
                 "clock": clock + "navigation start to the first heatmap's plotting area",
             },
         ),
@@ -239,7 +265,7 @@ def browser_times(ctx: Context, names: tuple[str, ...]) -> list[Record]:
             (Check("value", "<=", 400.0), Check("ratio", "<=", 1.3)),
             {
                 "case": f"{edits} new 15-piece sentences, plain Enter, greedy (the page's default)",
-                "baseline_is": "the bare page redrawing its heatmap for the same sentences",
+                "baseline_is": "the bare page redrawing its heatmap for the same sentences, in turns with these",
                 "clock": clock + f"Enter keydown to the new heatmap, polled every {POLL_S}s",
             },
         ),
@@ -272,19 +298,19 @@ def browser_times(ctx: Context, names: tuple[str, ...]) -> list[Record]:
         ),
     }
     records = []
-    for name, (samples, checks, params) in measured.items():
+    for name, (samples, checks, params) in cases.items():
         if name in names:
-            baseline_samples = bare[samples] if samples in bare else bare["heads"]
-            value, baseline = statistics.median(ours[samples]), statistics.median(baseline_samples)
+            value_samples, baseline_samples = measured[samples]
+            value, baseline = statistics.median(value_samples), statistics.median(baseline_samples)
             params = {
                 **params,
-                "value_samples": ours[samples],
+                "value_samples": value_samples,
                 "baseline_samples": baseline_samples,
                 "statistic": "median",
             }
             records.append(Record(name, value, "ms", baseline, checks, params))
     if "edit_overhead_ms" in names:
-        records.append(_overhead_record("edit_overhead_ms", ours["edits"], trace_ms, ctx.subject.folder.name))
+        records.append(_overhead_record("edit_overhead_ms", measured["edits"][0], trace_ms, ctx.subject.folder.name))
     if opus is not None:
         edits_ms, opus_trace_ms = opus
         records.append(_overhead_record("opus_edit_overhead_ms", edits_ms, opus_trace_ms, OPUS_SHAPE))
@@ -322,5 +348,8 @@ def _opus_edits(ctx: Context, root: Path, texts: list[str]) -> tuple[list[float]
     opus = opus_shaped_translator(ctx.subject.translator.tokenizer, torch.device("cpu"))
     save_checkpoint(root / OPUS_SHAPE, opus.model, opus.tokenizer, {"name": OPUS_SHAPE, "domain": "random weights"})
     sentences = [(text, display_labels(opus.trace(text, beam_size=1).source_pieces)) for text in texts]
-    measured = _measure(REPO / "app.py", root, sentences, 1, query=f"?checkpoint={OPUS_SHAPE}")
-    return measured["edits"], model_trace_ms(opus, texts)
+    with _page(REPO / "app.py", root) as (driver, url):
+        _open(driver, f"{url}/?checkpoint={OPUS_SHAPE}")
+        time.sleep(1.0)  # let the page settle before typing
+        edits = [_edit(driver, sentence, columns) for sentence, columns in sentences]
+    return edits, model_trace_ms(opus, texts)
