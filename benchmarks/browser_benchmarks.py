@@ -211,12 +211,15 @@ def _compare(
         return measured
 
 
-def model_trace_ms(translator: Translator, texts: list[str]) -> float:
-    """Median ms of the page's own trace (greedy) of each text, here, as the page's one request thread runs it."""
+def model_trace_ms(translator: Translator, texts: list[str], max_len: int | None = None) -> float:
+    """Median ms of the page's own trace (greedy, at most ``max_len`` output tokens) of each text, here, as the
+    page's one request thread runs it."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        return median([time_call(lambda text=text: translator.trace(text, beam_size=1)) * 1000 for text in texts])
+        return median(
+            [time_call(lambda text=text: translator.trace(text, beam_size=1, max_len=max_len)) * 1000 for text in texts]
+        )
     finally:
         torch.set_num_threads(threads)
 
@@ -313,11 +316,16 @@ def browser_times(ctx: Context, names: tuple[str, ...]) -> list[Record]:
         records.append(_overhead_record("edit_overhead_ms", measured["edits"][0], trace_ms, ctx.subject.folder.name))
     if opus is not None:
         edits_ms, opus_trace_ms = opus
-        records.append(_overhead_record("opus_edit_overhead_ms", edits_ms, opus_trace_ms, OPUS_SHAPE))
+        limit = f", at most {OPUS_OUTPUT_TOKENS} output tokens on the page and in the trace"
+        records.append(_overhead_record("opus_edit_overhead_ms", edits_ms, opus_trace_ms, OPUS_SHAPE + limit))
     return records
 
 
 OPUS_SHAPE = "opus-shape"
+# The random model never ends a sentence: unlimited, each translation of a 15-piece sentence would run to the
+# default limit (34 tokens), and the page would draw twice the rows a real model's translation has. Both the page
+# (its "Max output tokens") and the trace are held to a real translation's length.
+OPUS_OUTPUT_TOKENS = 16
 
 
 def _overhead_record(name: str, edits_ms: list[float], trace_ms: float, model: str) -> Record:
@@ -349,7 +357,7 @@ def _opus_edits(ctx: Context, root: Path, texts: list[str]) -> tuple[list[float]
     save_checkpoint(root / OPUS_SHAPE, opus.model, opus.tokenizer, {"name": OPUS_SHAPE, "domain": "random weights"})
     sentences = [(text, display_labels(opus.trace(text, beam_size=1).source_pieces)) for text in texts]
     with _page(REPO / "app.py", root) as (driver, url):
-        _open(driver, f"{url}/?checkpoint={OPUS_SHAPE}")
+        _open(driver, f"{url}/?checkpoint={OPUS_SHAPE}&max_len={OPUS_OUTPUT_TOKENS}")
         time.sleep(1.0)  # let the page settle before typing
         edits = [_edit(driver, sentence, columns) for sentence, columns in sentences]
-    return edits, model_trace_ms(opus, texts)
+    return edits, model_trace_ms(opus, texts, max_len=OPUS_OUTPUT_TOKENS)
