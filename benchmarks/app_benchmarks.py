@@ -39,7 +39,8 @@ CLASSROOM_PIECES = 15  # a typical Multi30k sentence
 def default_view_figures(trace: Trace, display: dict | None = None) -> list[go.Figure]:
     """The figure app.py draws on first load, the cross-attention heatmap of one head (the last layer's head 0, the
     size of the readable head the page opens on), and two a click away: the output probabilities (in the folded
-    details) and step 0's figure of the decoding steps (presenter mode's first view)."""
+    details) and step 0's figure of the decoding steps (presenter mode's first view), each with the margins the
+    page's show_figure fits to its labels."""
     display = dict(DEFAULT_DISPLAY if display is None else display)
     axes = viz.attention_axes(trace, "cross")
     layer = axes.stack.shape[0] - 1
@@ -49,7 +50,7 @@ def default_view_figures(trace: Trace, display: dict | None = None) -> list[go.F
     ]
     step = viz.decoding_step(trace, 0, layer)
     figures.append(viz.decoding_step_figure(step, trace.source_pieces, **display, title="Step 1"))
-    return figures
+    return [viz.fit_margins(figure) for figure in figures]
 
 
 def grid_figure(trace: Trace, kind: str = "encoder") -> go.Figure:
