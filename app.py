@@ -65,6 +65,7 @@ def route(ctx: PageContext) -> None:
 
 
 def view_picker(where: DeltaGenerator, choices: list[str], label_visibility: LabelVisibility) -> str:
+    """The view picker (URL: view), drawn in ``where``; returns the view chosen."""
     return where.segmented_control(
         "View", choices, format_func=views.label, required=True, key="view", label_visibility=label_visibility
     )

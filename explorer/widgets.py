@@ -19,7 +19,8 @@ from viz.tables import TABLE_CSS
 
 def show_figure(figure: go.Figure, name: str, lesson: list[LessonSection] | None = None, explanation: str = "") -> None:
     """A chart whose toolbar camera button downloads it as ``name``.png, enlarged in presenter mode, with its text
-    alternative under it: a line saying what it shows and a "Show as table" switch for the same numbers.
+    alternative under it: a line saying what it shows and a "Show as table" switch for the same numbers. The
+    figure's margins are fitted to its labels (viz.fit_margins, in place), so the browser draws it once.
 
     With ``lesson``, the chart (at normal size) and ``explanation`` also go into the lesson export.
     """

@@ -2,8 +2,8 @@
 
 The white template turns on plotly's ``automargin``: plotly.js draws the figure, measures the tick
 labels and axis titles that stick out of the margins, grows the margins and draws the whole figure
-again. With the 10 px left and bottom margins every figure had, every chart was drawn twice, about
-half of what plotly spends on it (docs/performance.md). ``fit_margins`` gives the left and bottom
+again. With the 10 px left and bottom margins every figure had, every chart was drawn twice
+(docs/performance.md has the measurements). ``fit_margins`` gives the left and bottom
 margins room for the labels, estimated from their text a little generously, so that automargin finds
 nothing to grow. It stays on: a label the estimate misjudges still fits, at the cost of the second
 drawing.
@@ -29,10 +29,10 @@ WIDTHS = {"narrow": 0.4, "wide": 1.0, "upper": 0.78, "other": 0.66}
 LINE = 1.3  # a line of text's height, in font sizes
 TICK_GAP_PX = 4  # between the axis line and its tick labels
 TITLE_STANDOFF_PX = 15  # between the tick labels and the axis title (the white template's standoff)
-SLACK_PX = 6
-NUMBER_LABEL = "0.00"
+SLACK_PX = 6  # over the estimate: a label a few pixels wider than estimated still fits
+NUMBER_LABEL = "0.00"  # as wide as a tick label plotly writes itself on a numeric axis
 EDGE = 0.01  # a domain starting this close to 0 is at the figure's edge
-AXIS_NAME = re.compile(r"[xy]axis\d*")  # the width of a tick label plotly writes itself on a numeric axis
+AXIS_NAME = re.compile(r"[xy]axis\d*")
 
 
 def text_width(text: str, size: float) -> float:
