@@ -181,3 +181,16 @@ def wait_for_run_end(driver, what: str) -> list:
 
     wait_until(driver, finished, f"{what}: the run never finished", poll_s=0.1)
     return received
+
+
+def wait_for_page_run(driver, message: str) -> None:
+    """Wait for a whole-page run: one that draws the sidebar (``delta_path[0] == 1``) outside any fragment."""
+    received: list = []
+    wait_until(
+        driver,
+        lambda d: (
+            received.extend(received_deltas(d))
+            or any(not delta.delta.fragment_id and delta.metadata.delta_path[0] == 1 for delta in received)
+        ),
+        message,
+    )

@@ -31,6 +31,7 @@ from tests.browser.pages import (
     shown_sentence,
     step_text,
     translation_text,
+    wait_for_page_run,
     wait_for_run_end,
     wait_until,
 )
@@ -113,15 +114,7 @@ def test_a_new_head_redraws_the_view_alone_and_keeps_the_link(server, network_dr
     box = driver.find_element(By.CSS_SELECTOR, "input[aria-label='Source sentence']")
     box.send_keys(Keys.CONTROL, "a")
     box.send_keys(NEW_SENTENCE, Keys.ENTER)
-    page_run: list = []
-    wait_until(
-        driver,
-        lambda d: (
-            page_run.extend(received_deltas(d))
-            or any(not delta.delta.fragment_id and delta.metadata.delta_path[0] == 1 for delta in page_run)
-        ),
-        "a whole-page run sent no sidebar element",
-    )
+    wait_for_page_run(driver, "a whole-page run sent no sidebar element")
     assert console_errors(driver) == []
 
 
@@ -149,15 +142,7 @@ def test_a_switch_between_views_of_the_sentence_reruns_the_view_alone(server, ne
     lesson = saved.read_text(encoding="utf-8")
     assert "Encoder layer" in lesson and "Step 2:" not in lesson
     click_button(driver, "Quiz")
-    page_run: list = []
-    wait_until(
-        driver,
-        lambda d: (
-            page_run.extend(received_deltas(d))
-            or any(not delta.delta.fragment_id and delta.metadata.delta_path[0] == 1 for delta in page_run)
-        ),
-        "the switch to the quiz sent no sidebar element: the page around the view was not redrawn",
-    )
+    wait_for_page_run(driver, "the switch to the quiz sent no sidebar element: the page around it was not redrawn")
     wait_until(driver, lambda d: translation_text(d) is None, "the quiz shows the translation")
     assert console_errors(driver) == []
 
