@@ -242,7 +242,8 @@ def write_url() -> None:
 @contextmanager
 def view_settings() -> Iterator[None]:
     """Settings bound inside belong to the view drawn there: a fragment rerun that draws another view in its place
-    (app.view_area) takes the last view's settings out of the URL, as a page run that does not draw it would."""
+    (explorer.main_area.view_area) takes the last view's settings out of the URL, as a page run that does not draw
+    it would."""
     state = st.session_state
     if not state.full_run:
         state.url_bound -= state.get("view_bound", set())

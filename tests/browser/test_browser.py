@@ -119,9 +119,10 @@ def test_a_new_head_redraws_the_view_alone_and_keeps_the_link(server, network_dr
 
 
 def test_a_switch_between_views_of_the_sentence_reruns_the_view_alone(server, network_driver, tmp_path):
-    """The view picker and the view are a fragment (app.view_area): a switch between views of the sentence reruns it
-    alone (every element sent belongs to a fragment), the link drops the last view's settings and the lesson holds
-    the view now drawn, not the last one's chart. A switch to the quiz, which hides the translation, runs the page."""
+    """The view picker and the view are a fragment (explorer.main_area.view_area): a switch between views of the
+    sentence reruns it alone (every element sent belongs to a fragment), the link drops the last view's settings and
+    the lesson holds the view now drawn, not the last one's chart. A switch to the quiz, which hides the
+    translation, runs the page."""
     driver = network_driver
     driver.execute_cdp_cmd("Browser.setDownloadBehavior", {"behavior": "allow", "downloadPath": str(tmp_path)})
     load_page(driver, server)

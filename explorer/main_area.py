@@ -1,0 +1,63 @@
+"""The main area under the sentence: the translation, the view picker with the chosen view (one fragment), and the
+sentence's details."""
+
+from __future__ import annotations
+
+import streamlit as st
+from streamlit.delta_generator import DeltaGenerator
+from streamlit.elements.lib.utils import LabelVisibility
+
+from explorer import views
+from explorer.admission import in_turn
+from explorer.context import PageContext
+from explorer.page import details_section, translation_section
+from explorer.state import bind, presenting, view_settings, write_url_after_fragment
+
+
+def surroundings(view: str) -> tuple[bool, bool]:
+    """What the page draws around ``view``: whether it shows the sentence's translation and details (not for a view
+    about something else), and whether it hides the model's output (the quiz, which it would give away)."""
+    return views.VIEWS[view].about_the_sentence, view == "quiz"
+
+
+def draw(ctx: PageContext) -> None:
+    """The translation, the chosen view right under it, then the sentence's details (not in presenter mode).
+
+    One view at a time: every figure drawn up front delays the first one.
+    """
+    choices = views.choices(presenting())
+    bind("view", choices[0], choices)
+    around = surroundings(st.session_state.view)
+    about_the_sentence, quiz = around
+    if about_the_sentence:
+        translation_section(ctx, hide_output=quiz)
+    if ctx.controls is None:
+        view_area(ctx, choices, around)
+    else:
+        # in presenter mode the picker is in the sidebar under the sentence (ctx.controls), where a fragment cannot
+        # draw: the main area is the slide
+        views.render(view_picker(ctx.controls, choices, "visible"), ctx)
+    if not presenting() and about_the_sentence:
+        details_section(ctx, hide_output=quiz)
+
+
+def view_picker(where: DeltaGenerator, choices: list[str], label_visibility: LabelVisibility) -> str:
+    """The view picker (URL: view), drawn in ``where``; returns the view chosen."""
+    return where.segmented_control(
+        "View", choices, format_func=views.label, required=True, key="view", label_visibility=label_visibility
+    )
+
+
+@st.fragment
+@in_turn
+def view_area(ctx: PageContext, choices: list[str], around: tuple[bool, bool]) -> None:
+    """The view picker and the view as a fragment: a switch to a view the page draws the same ``around`` reruns this
+    alone, not the sidebar, the translation and the details (docs/performance.md); any other switch reruns the page.
+    """
+    view = view_picker(st, choices, "collapsed")
+    if surroundings(view) != around:
+        st.rerun()
+    ctx.lesson.view, ctx.lesson.steps = [], []  # the view drawn now replaces the last one's charts in the lesson
+    with view_settings():
+        views.render(view, ctx)
+    write_url_after_fragment()
