@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 import plotly.graph_objects as go
 
+from viz.margins import TICK_GAP_PX, label_reach
 from viz.style import ATTENTION_COLORSCALE, FONT_SIZE, ROW_HEIGHT, head_colour, shared_layout, white_figure
 from viz.tokens import TokenAttention, display_labels, plain_text, select_tokens
 from viz.trace_views import DecodingStep
@@ -128,17 +129,17 @@ def step_attention(
     return white_figure(heatmap, layout)
 
 
-# Pixels a character of a rotated (-60°) tick label takes downwards, and the least room given to such labels
-ROTATED_PX_PER_CHAR = 6.5
-LABEL_ROOM_PX = (40, 170)
+LABEL_SLANT = -60  # degrees: the panels' column labels slant, so long pieces fit
+LABEL_ROOM_PX = (40, 170)  # the least and the most room given to them under their panel
 PANEL_TITLE_PX = 28  # a panel title's line above its panel
 BAR_PX = 30  # one of the top k bars
 
 
 def _label_room(labels: Sequence[str]) -> int:
-    """Pixels rotated tick labels need below their axis: from the longest label's characters, within bounds."""
-    longest = max((len(plain_text(label)) for label in labels), default=1)
-    return int(min(max(ROTATED_PX_PER_CHAR * longest + 16, LABEL_ROOM_PX[0]), LABEL_ROOM_PX[1]))
+    """Pixels slanted tick labels need below their axis (viz.margins' estimate, as the figure's margins get), within
+    bounds."""
+    reach = TICK_GAP_PX + label_reach([plain_text(label) for label in labels], FONT_SIZE, LABEL_SLANT, x_axis=True)
+    return int(min(max(reach, LABEL_ROOM_PX[0]), LABEL_ROOM_PX[1]))
 
 
 def _panel_axis(labels: Sequence[str], domain: list[float], anchor: str, **look: Any) -> dict[str, Any]:
@@ -225,9 +226,9 @@ def decoding_step_figure(
     layout = {
         "xaxis": {"domain": bars_x, "anchor": "y", "range": [0, 1], "title": {"text": "probability"}},
         "yaxis": _panel_axis(bar_labels, rows_from_top(bars_px), "x", autorange="reversed"),
-        "xaxis2": _panel_axis(cross.key_labels, cross_x, "y2", tickangle=-60),
+        "xaxis2": _panel_axis(cross.key_labels, cross_x, "y2", tickangle=LABEL_SLANT),
         "yaxis2": _panel_axis(row_names, rows_from_top(cross_px), "x2", autorange="reversed"),
-        "xaxis3": _panel_axis(own.key_labels, [0.0, 1.0], "y3", tickangle=-60),
+        "xaxis3": _panel_axis(own.key_labels, [0.0, 1.0], "y3", tickangle=LABEL_SLANT),
         "yaxis3": _panel_axis(row_names, [0.0, self_px / plot_px], "x3", autorange="reversed"),
         "coloraxis": {
             "colorscale": ATTENTION_COLORSCALE,

@@ -12,13 +12,12 @@ drawing.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Iterable
 from typing import Any
 
 import plotly.graph_objects as go
 
-from viz.style import FONT_SIZE
+from viz.style import FONT_SIZE, PANEL_AXIS
 from viz.tokens import plain_text
 
 # A character's width, in font sizes, by how wide a character is: a little over what DejaVu Sans (the sans-serif a
@@ -29,10 +28,9 @@ WIDTHS = {"narrow": 0.4, "wide": 1.0, "upper": 0.78, "other": 0.66}
 LINE = 1.3  # a line of text's height, in font sizes
 TICK_GAP_PX = 4  # between the axis line and its tick labels
 TITLE_STANDOFF_PX = 15  # between the tick labels and the axis title (the white template's standoff)
-SLACK_PX = 6  # over the estimate: a label a few pixels wider than estimated still fits
+SLACK_PX = 8  # over the estimate: a label a few pixels wider than estimated still fits
 NUMBER_LABEL = "0.00"  # as wide as a tick label plotly writes itself on a numeric axis
 EDGE = 0.01  # a domain starting this close to 0 is at the figure's edge
-AXIS_NAME = re.compile(r"[xy]axis\d*")
 
 
 def text_width(text: str, size: float) -> float:
@@ -64,9 +62,9 @@ def _tick_labels(figure: go.Figure, name: str, axis: dict[str, Any]) -> list[str
     return categories or [NUMBER_LABEL]
 
 
-def _reach(labels: Iterable[str], size: float, angle: float, x_axis: bool) -> float:
-    """How far an axis's tick labels, slanted by ``angle`` degrees, reach away from it: down from an x axis, left
-    from a y axis."""
+def label_reach(labels: Iterable[str], size: float, angle: float, x_axis: bool) -> float:
+    """How far an axis's tick labels (plain text), slanted by ``angle`` degrees, reach away from it, in px: down from
+    an x axis, left from a y axis."""
     sine, cosine = abs(math.sin(math.radians(angle))), abs(math.cos(math.radians(angle)))
     height = size * LINE
     widths = [text_width(label, size) for label in labels] or [0.0]
@@ -86,7 +84,7 @@ def _size(font: dict[str, Any] | None, base_size: float) -> float:
 
 def _room(axis: dict[str, Any], labels: list[str], base_size: float, x_axis: bool) -> float:
     """The margin an axis on the figure's edge needs: its tick labels, then its title."""
-    room = TICK_GAP_PX + _reach(labels, _size(axis.get("tickfont"), base_size), _angle(axis), x_axis)
+    room = TICK_GAP_PX + label_reach(labels, _size(axis.get("tickfont"), base_size), _angle(axis), x_axis)
     title = axis.get("title") or {}
     if title.get("text"):
         room += TITLE_STANDOFF_PX + _size(title.get("font"), base_size) * LINE
@@ -113,7 +111,7 @@ def fit_margins(figure: go.Figure) -> go.Figure:
     base_size = _size(layout.get("font"), FONT_SIZE)
     margin = layout.get("margin") or {}
     left, bottom = margin.get("l") or 0, margin.get("b") or 0
-    named = {name for name in layout if AXIS_NAME.fullmatch(name)} | {"xaxis", "yaxis"}  # the first two may be unset
+    named = {name for name in layout if PANEL_AXIS.fullmatch(name)} | {"xaxis", "yaxis"}  # the first two may be unset
     for name in sorted(named):
         axis = layout.get(name) or {}
         if name[0] == "y" and _on_the_edge(layout, axis, "x", "right"):
