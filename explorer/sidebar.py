@@ -10,6 +10,7 @@ import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
 from explorer import views
+from explorer.components import assistive
 from explorer.compute import (
     ModelKey,
     checkpoints_dir,
@@ -29,16 +30,18 @@ from model.translator import Translator
 DEFAULT_CHECKPOINT = "multi30k-en-de"
 # The page starts just under Streamlit's header (3.75rem high) instead of 6rem down: the first screen holds the
 # sentence, its translation and an attention heatmap. A constant: no user text ever reaches st.html.
-PAGE_CSS = """<style>
-[data-testid="stMainBlockContainer"] { padding-top: 3.5rem; }
+PAGE_CSS = f"""<style>
+[data-testid="stMainBlockContainer"] {{ padding-top: 3.5rem; }}
+{assistive.HIDDEN_CSS}
 </style>"""
 # Presenter mode: larger text everywhere (Streamlit sizes text in rem) and the full width for the view.
 # The header stays: it holds the button that opens a collapsed sidebar; the top padding keeps the
 # slide's first line below it (3.75rem high). A constant: no user text ever reaches st.html.
-PRESENTER_CSS = """<style>
-html { font-size: 22px; }
-[data-testid="stMainBlockContainer"] { padding: 4.5rem 2rem 1rem; max-width: none; }
-[data-testid="stMarkdownContainer"] h3 { font-size: 1.6rem; padding: 0.25rem 0; }
+PRESENTER_CSS = f"""<style>
+html {{ font-size: 22px; }}
+[data-testid="stMainBlockContainer"] {{ padding: 4.5rem 2rem 1rem; max-width: none; }}
+[data-testid="stMarkdownContainer"] h3 {{ font-size: 1.6rem; padding: 0.25rem 0; }}
+{assistive.HIDDEN_CSS}
 </style>"""
 
 

@@ -4,7 +4,9 @@
   puts the cursor in the sentence box, past the sidebar's controls. Shown only while it has the focus.
 - ``announce``: what a screen reader should say after a run (the new translation, a notice, the quiz's verdict),
   written into a polite live region (one per ``name``) that stays in the document across reruns, so that only a
-  change is spoken.
+  change is spoken. Its element is drawn where it is called and hidden (``HIDDEN_CSS``): a fragment may call it on
+  its own reruns, and a fragment can only write inside itself (Streamlit refuses a write to the sidebar from a
+  fragment that did not write there on the last whole-page run).
 """
 
 from __future__ import annotations
@@ -24,6 +26,10 @@ SKIP_LINK = st.components.v2.component(
     js=(HERE / "skip_link.js").read_text(encoding="utf-8"),
     isolate_styles=False,
 )
+ANNOUNCER_KEY = "announcer-"
+# The announcer's element draws nothing but would take a row's gap wherever it is: its container is hidden (the live
+# region it writes lives outside Streamlit's elements). A constant: no user text ever reaches st.html.
+HIDDEN_CSS = f"""[class*="st-key-{ANNOUNCER_KEY}"] {{ display: none; }}"""
 ANNOUNCER = st.components.v2.component(
     "attention_explorer.announcer",
     js=(HERE / "announcer.js").read_text(encoding="utf-8"),
@@ -41,8 +47,7 @@ def announce(name: str, *messages: str) -> None:
     """Have screen readers say ``messages`` (empty ones left out) in the live region ``name``; call it once per run
     and name, after the messages are known. The same text on the next run is not said again."""
     text = " ".join(message for message in messages if message)
-    with st.sidebar:  # its element draws nothing but takes a row's gap: not in the main area, above the view
-        ANNOUNCER(data={"name": name, "text": text}, key=f"announcer-{name}")
+    ANNOUNCER(data={"name": name, "text": text}, key=f"{ANNOUNCER_KEY}{name}")
 
 
 def plain(markdown: str) -> str:
