@@ -13,6 +13,8 @@ from explorer.context import PageContext
 from explorer.page import details_section, translation_section
 from explorer.state import bind, presenting, view_settings, write_url_after_fragment
 
+VIEW_KEY = "view_area"  # the chosen view's container: its class st-key-view_area tells the view from its surroundings
+
 
 def surroundings(view: str) -> tuple[bool, bool]:
     """What the page draws around ``view``: whether it shows the sentence's translation and details (not for a view
@@ -36,7 +38,9 @@ def draw(ctx: PageContext) -> None:
     else:
         # in presenter mode the picker is in the sidebar under the sentence (ctx.controls), where a fragment cannot
         # draw: the main area is the slide
-        views.render(view_picker(ctx.controls, choices, "visible"), ctx)
+        view = view_picker(ctx.controls, choices, "visible")
+        with st.container(key=VIEW_KEY):
+            views.render(view, ctx)
     if not presenting() and about_the_sentence:
         details_section(ctx, hide_output=quiz)
 
@@ -58,6 +62,6 @@ def view_area(ctx: PageContext, choices: list[str], around: tuple[bool, bool]) -
     if surroundings(view) != around:
         st.rerun()
     ctx.lesson.view, ctx.lesson.steps = [], []  # the view drawn now replaces the last one's charts in the lesson
-    with view_settings():
+    with view_settings(), st.container(key=VIEW_KEY):
         views.render(view, ctx)
     write_url_after_fragment()

@@ -359,9 +359,13 @@ def streamlit_server(
 
 
 @contextmanager
-def chromium(user_data_dir: Path, width: int = 1400, height: int = 2200, network_log: bool = False) -> Iterator:
+def chromium(
+    user_data_dir: Path, width: int = 1400, height: int = 2200, network_log: bool = False, downloads: Path | None = None
+) -> Iterator:
     """A headless Chromium (Debian's) driven by chromedriver, with the browser console log recorded (and, with
-    ``network_log``, its network events, WebSocket frames included, for ``driver.get_log("performance")``)."""
+    ``network_log``, its network events, WebSocket frames included, for ``driver.get_log("performance")``). With
+    ``downloads``, files download there without asking, several from one page included (which Chromium would
+    otherwise ask a person to allow, and block when headless)."""
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
@@ -369,6 +373,15 @@ def chromium(user_data_dir: Path, width: int = 1400, height: int = 2200, network
     options.binary_location = str(CHROMIUM)
     for flag in (*CHROMIUM_FLAGS, f"--user-data-dir={user_data_dir}", f"--window-size={width},{height}"):
         options.add_argument(flag)
+    if downloads is not None:
+        options.add_experimental_option(
+            "prefs",
+            {
+                "download.default_directory": str(downloads),
+                "download.prompt_for_download": False,
+                "profile.default_content_setting_values.automatic_downloads": 1,
+            },
+        )
     options.set_capability("goog:loggingPrefs", {"browser": "ALL", **({"performance": "ALL"} if network_log else {})})
     driver = webdriver.Chrome(options=options, service=Service(str(CHROMEDRIVER)))
     try:
