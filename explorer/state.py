@@ -108,7 +108,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("positional_dimensions", int, multi=True),
     Setting("step", int, 0),
     Setting("step_layer", int),
-    Setting("quiz_head", int, AVERAGE_HEADS),
+    # the quiz's decoder layer and head, by default the readable head the first screen opens on
+    Setting("quiz_layer", int),
+    Setting("quiz_head", int),
     Setting("attribution_step", int, 0),
     Setting("evolution_kind", parse_text, "cross", ATTENTION_KINDS),
     Setting("experiment", parse_text, "whatif"),

@@ -23,9 +23,9 @@ def token_probabilities(pieces: Sequence[str], probabilities: np.ndarray, *, tit
         "type": "bar",
         "x": positions,
         "y": np.asarray(probabilities),
-        "customdata": labels,
+        "customdata": [[position + 1, label] for position, label in enumerate(labels)],  # steps counted from 1
         "marker": {"color": head_colour(0)},
-        "hovertemplate": "step %{x}: %{customdata}<br>probability %{y:.4f}<extra></extra>",
+        "hovertemplate": "step %{customdata[0]}: %{customdata[1]}<br>probability %{y:.4f}<extra></extra>",
     }
     layout = {  # given at construction: updating a built figure costs several times more (plotly's relayout)
         "xaxis": {

@@ -4,7 +4,8 @@ Before a step is shown, the student guesses where the model will look in the sou
 token it will write; then the truth is revealed. The rules, so that a teacher can explain them:
 
 - **Where it looks** is the source word with the largest cross-attention weight at this step,
-  in one decoder layer, for one chosen head or for the mean over the layer's heads. The weights
+  in one decoder layer, for one chosen head (the page's default: its readable head) or for the mean
+  over the layer's heads. The weights
   of a word's pieces are summed into the word (as "Merge subwords into words" does), so a word
   cut into three pieces competes with its whole weight. Special tokens count as words: models
   really do park attention on </s>. On a tie the earlier word wins.

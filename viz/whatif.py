@@ -40,13 +40,17 @@ def fork_tokens_figure(original: Trace, forked: Trace, *, title: str = "") -> go
         z[row, : trace.n_steps] = trace.step_probs
         text[row, : trace.n_steps] = display_labels(trace.predicted_pieces)
     rows = ["original", "what-if"]
-    customdata = np.stack([np.broadcast_to(np.asarray(rows, dtype=object)[:, None], z.shape), text], axis=-1)
+    row_names = np.broadcast_to(np.asarray(rows, dtype=object)[:, None], z.shape)
+    step_numbers = np.broadcast_to(np.arange(1, width + 1, dtype=object)[None, :], z.shape)  # counted from 1
+    customdata = np.stack([row_names, text, step_numbers], axis=-1)
     figure = token_rows(
         z,
         text,
         rows,
         customdata=customdata,
-        hovertemplate="%{customdata[0]}, step %{x}: %{customdata[1]}<br>probability %{z:.4f}<extra></extra>",
+        hovertemplate=(
+            "%{customdata[0]}, step %{customdata[2]}: %{customdata[1]}<br>probability %{z:.4f}<extra></extra>"
+        ),
         colorscale=ATTENTION_COLORSCALE,
         zmin=0.0,
         zmax=1.0,
@@ -63,10 +67,14 @@ def fork_tokens_figure(original: Trace, forked: Trace, *, title: str = "") -> go
     figure.add_vline(
         x=step - 0.5,
         line={"color": FORK_COLOUR, "dash": "dash"},
-        annotation_text=f"fork at step {step}",
+        annotation_text=f"fork at step {step + 1}",
         annotation_position="top right",
     )
-    figure.update_xaxes(title_text="step (the token output at that step)", dtick=1)
+    figure.update_xaxes(
+        title_text="step (the token output at that step)",
+        tickvals=list(range(width)),
+        ticktext=[str(position + 1) for position in range(width)],  # steps counted from 1, as everywhere on the page
+    )
     return base_layout(figure, html.escape(title), height=260)
 
 
@@ -86,7 +94,7 @@ def fork_attention_figures(
     figures = []
     kind, layer = parse_module_name(module_name)
     # short titles: the two figures stand side by side, each in half the page; the page names the head above them
-    for name, trace in (("Original", original), (f"What if: step {step} → {chosen}", forked)):
+    for name, trace in (("Original", original), (f"What if: step {step + 1} → {chosen}", forked)):
         axes = attention_axes(trace, kind)
         figure = head_heatmap(axes, layer, head, annotate=annotate, title=name)
         if kind != "encoder":  # encoder attention does not depend on the output: nothing to mark

@@ -36,11 +36,14 @@ def render(ctx: PageContext) -> None:
     n_layers, n_heads = trace.attention_stack("cross").shape[:2]
     layers, head_choices = list(range(n_layers)), [AVERAGE_HEADS, *range(n_heads)]
     bind("step", options=list(range(n_steps)))
-    bind("step_layer", layers[-1], layers)
-    bind("quiz_head", options=head_choices)
+    # the head the first screen opens on, chosen for how clearly it aligns the two sentences: the mean over the heads
+    # would mark a linguistically right answer wrong where other heads park their weight elsewhere
+    readable_layer, readable_head = ctx.first_head
+    bind("quiz_layer", readable_layer, layers)
+    bind("quiz_head", readable_head, head_choices)
     how_to_read("quiz")
     left, right = st.columns(2)
-    layer = left.selectbox("Decoder layer", layers, format_func=lambda n: f"layer {n}", key="step_layer")
+    layer = left.selectbox("Decoder layer", layers, format_func=lambda n: f"layer {n}", key="quiz_layer")
     chosen = right.selectbox(
         "Which attention counts",
         head_choices,
@@ -48,6 +51,7 @@ def render(ctx: PageContext) -> None:
         key="quiz_head",
     )
     head = None if chosen == AVERAGE_HEADS else chosen
+    st.caption(who_decides(layer, head, (readable_layer, readable_head)))
     quiz_key = (ctx.entry.name, trace.source_text, tuple(trace.target_ids), layer, head)
     if st.session_state.get("quiz", {}).get("key") != quiz_key:
         st.session_state.quiz = {"key": quiz_key, "answers": {}}
@@ -81,6 +85,14 @@ def render(ctx: PageContext) -> None:
             st.success(f"That was the last step. Final score: {total.right} of {total.asked}.")
     st.button("Start again", icon=":material/restart_alt:", key="quiz_restart", on_click=restart_quiz)
     write_url_after_fragment()
+
+
+def who_decides(layer: int, head: int | None, readable: tuple[int, int]) -> str:
+    """Which attention decides "where it looks", in words."""
+    if head is None:
+        return f"Where it looks is decided by the mean of decoder layer {layer}'s heads."
+    why = " (the page's readable head: it aligns the two sentences most clearly)" if (layer, head) == readable else ""
+    return f"Where it looks is decided by decoder layer {layer}, head {head}{why}."
 
 
 def ask(truth: StepTruth, step: int) -> None:

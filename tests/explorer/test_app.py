@@ -313,7 +313,7 @@ def test_beam_search_and_length_limit(app):
     app.radio(key="decoding").set_value("beam").run()
     app.number_input(key="max_len").set_value(3).run()
     assert_ok(app)
-    assert any(markdown.value == "**Translation** (beam search (beam 5))" for markdown in app.markdown)
+    assert any(markdown.value == "**Translation** (beam search, beam 5)" for markdown in app.markdown)
     probabilities = chart_titled(open_details(app), "Probability of each output token")
     assert len(probabilities["layout"]["xaxis"]["ticktext"]) <= 4  # at most 3 tokens, then </s>
 

@@ -121,8 +121,10 @@ def test_whatif_forks_with_another_top_k_token_and_with_a_typed_word(new_app, tr
     assert translations_shown(app)["Original"] == as_shown(original.translation)
     tokens = chart_titled(app, "Original and what-if, token by token")
     assert plotly_array(tokens["data"][0]["z"])[1, : forked.n_steps] == pytest.approx(forked.step_probs)
-    assert f"fork at step {step}" in [note["text"] for note in tokens["layout"]["annotations"]]
-    forked_attention = chart_titled(app, f"What if: step {step} → ")
+    # steps counted from 1 on the page, as in the steps view (the URL's fork_step counts from 0)
+    assert f"fork at step {step + 1}" in [note["text"] for note in tokens["layout"]["annotations"]]
+    assert app.selectbox(key="fork_step").format_func(step).startswith(f"step {step + 1}: ")
+    forked_attention = chart_titled(app, f"What if: step {step + 1} → ")
     assert "Original" in chart_titles(app)  # the two side by side have short titles; the page names the head
     cross = forked.attention["decoder.layers.0.cross_attn"][0]
     assert np.allclose(plotly_array(forked_attention["data"][0]["z"]), cross, atol=1e-6)

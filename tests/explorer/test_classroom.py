@@ -20,11 +20,11 @@ from streamlit.testing.v1 import AppTest, local_script_runner
 
 import viz
 from explorer.components.assistive import plain
-from explorer.copy import escape_markdown, no_snapshots
+from explorer.copy import card_examples, escape_markdown, no_snapshots
 from explorer.sidebar import PRESENTER_CSS
-from explorer.state import SETTINGS_BY_KEY, url_text
+from explorer.state import AVERAGE_HEADS, SETTINGS_BY_KEY, url_text
 from model import load_checkpoint
-from model.analysis.head_stats import STATISTICS
+from model.analysis.head_stats import STATISTICS, batch_head_statistics, readable_cross_head
 from model.checkpoint import find_snapshots
 from tests.helpers import (
     APP,
@@ -199,11 +199,12 @@ def shared_links(classroom_checkpoints: Path) -> list[dict[str, str]]:
             "sentence": SENTENCE,
             "view": "quiz",
             "quiz_head": "1",
+            "quiz_layer": "0",
             "step": "1",
-            "step_layer": "0",
             "teacher_forcing": "true",
             "target": "ein mann",
         },
+        {"sentence": SENTENCE, "view": "steps", "step": "2", "step_layer": "0"},
         {"view": "evolution", "evolution_kind": "decoder", "layer": "1", "head": "3"},
         {"sentence": SENTENCE, "view": "attribution", "attribution_step": "1"},
         {
@@ -360,9 +361,13 @@ def test_quiz_hides_the_answer_then_reveals_and_scores(app, classroom_checkpoint
     assert_ok(app)
     assert chart_titles(app) == []  # no step section, no output probabilities: they would give the answers away
     assert not [markdown for markdown in app.markdown if markdown.value.startswith("### ")]  # nor the translation
-    trace = translator(classroom_checkpoints).trace(SENTENCE, beam_size=1)
-    last_layer = trace.attention_stack("cross").shape[0] - 1
-    truth = step_truth(trace, 0, last_layer, None)
+    model = translator(classroom_checkpoints)
+    trace = model.trace(SENTENCE, beam_size=1)
+    # the readable head the first screen opens on decides, and the page says so
+    layer, head = readable_cross_head(batch_head_statistics(model, card_examples(model.card), beam_size=1))
+    assert (app.selectbox(key="quiz_layer").value, app.selectbox(key="quiz_head").value) == (layer, head)
+    assert f"decided by decoder layer {layer}, head {head} (the page's readable head" in quiz_rule(app)
+    truth = step_truth(trace, 0, layer, head)
     assert app.pills(key="quiz_where_0").options == [escape_markdown(word) for word in truth.words]
     assert app.button(key="quiz_reveal").disabled
     wrong_token = next(piece for piece in truth.candidates if piece != truth.produced)
@@ -376,19 +381,24 @@ def test_quiz_hides_the_answer_then_reveals_and_scores(app, classroom_checkpoint
     spoken = announced(app)
     assert spoken["translation"].startswith("Translation hidden during the quiz.")  # then the tiny model's cut-off
     assert spoken["quiz"] == f"{plain(app.success[0].value)} {plain(app.error[0].value)}"  # what a reader hears
-    assert chart_titles(app) == [f"Where it looked, layer {last_layer}", "What it could write"]
+    assert chart_titles(app) == [f"Where it looked, layer {layer}", "What it could write"]
     app.button(key="quiz_next").click().run()
     assert app.query_params["step"] == "1" and app.query_params["view"] == "quiz"
-    second = step_truth(trace, 1, last_layer, None)
+    second = step_truth(trace, 1, layer, head)
     wrong_word = (second.looked_at + 1) % len(second.words)
     app.pills(key="quiz_where_1").set_value(wrong_word).run()
     app.button(key="quiz_reveal").click().run()
     assert score_line(app).startswith("**Score: 1 of 3** · where it looks 1/2 · what it writes 0/1")
-    app.selectbox(key="quiz_head").set_value(1).run()  # another rule: a new quiz
+    app.selectbox(key="quiz_head").set_value(AVERAGE_HEADS).run()  # another rule: a new quiz
     assert score_line(app).startswith("**Score: 0 of 0**")
+    assert "decided by the mean of decoder layer" in quiz_rule(app)
     app.button(key="quiz_restart").click().run()
     assert step_heading(app).startswith("**Step 1 of") and "step" not in app.query_params
     assert app.pills(key="quiz_where_0").value is None and app.pills(key="quiz_what_0").value is None
+
+
+def quiz_rule(app: AppTest) -> str:
+    return next(caption.value for caption in app.caption if caption.value.startswith("Where it looks is decided"))
 
 
 def announced(app: AppTest) -> dict[str, str]:

@@ -433,3 +433,6 @@ def test_token_probabilities(trace):
     figure = viz.token_probabilities(trace.predicted_pieces, trace.step_probs)
     np.testing.assert_array_equal(figure.data[0].y, trace.step_probs)
     assert ticktext(figure.layout.xaxis) == display_labels(trace.predicted_pieces)
+    # the hover names each bar's step counted from 1, as the steps view does
+    assert [row[0] for row in figure.data[0].customdata] == list(range(1, len(trace.step_probs) + 1))
+    assert figure.data[0].hovertemplate.startswith("step %{customdata[0]}: %{customdata[1]}")

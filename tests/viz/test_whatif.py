@@ -22,10 +22,15 @@ def test_fork_figures_show_both_translations_and_mark_the_fork(translator):
     frame = tokens.layout.shapes[0]
     assert (frame.x0, frame.x1) == (2 - 0.5, 2 + forced - 0.5)
     assert tokens.layout.title.text == "&lt;b&gt;what if&lt;/b&gt;"
+    # steps counted from 1, as the steps view counts them: the fork at index 2 is step 3
+    assert tokens.layout.annotations[0].text == "fork at step 3"
+    assert list(tokens.layout.xaxis.ticktext[:3]) == ["1", "2", "3"]
+    assert heatmap.customdata[1][2][2] == 3 and "step %{customdata[2]}" in heatmap.hovertemplate
     name = "decoder.layers.1.cross_attn"
     left, right = fork_attention_figures(original, forked, name, 3)
     np.testing.assert_allclose(np.asarray(left.data[0].z, dtype=float), original.attention[name][3], rtol=1e-6)
     np.testing.assert_allclose(np.asarray(right.data[0].z, dtype=float), forked.attention[name][3], rtol=1e-6)
+    assert right.layout.title.text.startswith("What if: step 3 → ")
     for figure in (left, right):
         assert (figure.layout.shapes[0].y0, figure.layout.shapes[0].y1) == (1.5, 2.5)  # row 2: the fork step
     self_left, self_right = fork_attention_figures(original, forked, "decoder.layers.0.self_attn", 0)

@@ -23,7 +23,7 @@ def render(ctx: PageContext) -> None:
     step = pick_step.selectbox(
         "Fork at step",
         steps,
-        format_func=lambda s: f"step {s}: {piece_text(trace.predicted_pieces[s])}",
+        format_func=lambda s: f"step {s + 1}: {piece_text(trace.predicted_pieces[s])}",  # counted from 1
         key="fork_step",
     )
     candidates = {
