@@ -10,6 +10,7 @@ import re
 from collections.abc import Sequence
 
 from model.card import Card, ToyTaskSection
+from viz.tokens import CONTINUATION_MARK, display_text
 
 EXAMPLE_SENTENCES: dict[str, list[str]] = {
     "en": [
@@ -91,8 +92,9 @@ def escape_markdown(text: str) -> str:
 
 
 def pieces_markdown(pieces: Sequence[str]) -> str:
-    """Pieces as Markdown code spans, exactly as the tokenizer wrote them ("▁" included)."""
-    return " ".join(f"`` {piece} ``" for piece in pieces)
+    """Pieces as Markdown code spans, written as the charts write them (viz.tokens.display_text: "▁Hund" -> "Hund",
+    "en" -> "·en", specials as they are), as TOKEN_MARKS says."""
+    return " ".join(f"`` {display_text(piece)} ``" for piece in pieces)
 
 
 def example_sentences(source_language: str | None) -> list[str]:
@@ -201,6 +203,15 @@ NO_TARGET_LANGUAGE = (
     "This model translates into several languages and this sentence does not say which: pick a *Target language* "
     "in the sidebar (or start the sentence with a code such as >>fr<<). Without one the model guesses."
 )
+# How the page writes tokens, said in the help of the two views a page opens on (the cross-attention view, and the
+# decoding steps in presenter mode); every chart, step line and quiz answer writes them this way.
+TOKEN_MARKS = (
+    "**How tokens are written.** The model reads and writes *pieces* of words. A piece that starts a word is "
+    f"written as it is (*Mann*); a piece that continues the word before it starts with {CONTINUATION_MARK} "
+    f"(*fahr*, *{CONTINUATION_MARK}en*). *<s>* starts the decoder's input and *</s>* ends a sentence. "
+    "*Merge subwords into words* in the sidebar joins a word's pieces (*fahren*), as the quiz does for the "
+    "source words."
+)
 EXPLANATIONS: dict[str, str] = {
     "target_language": (
         "This model translates into several languages and reads which one from a code in front of the sentence, "
@@ -223,7 +234,7 @@ EXPLANATIONS: dict[str, str] = {
         "**Cross-attention.** This is where the translation looks at the source. Row = the output "
         "token written at that step (hover: the decoder input it read), column = the source piece "
         "attended to; each row sums to 1. In a trained model, strong weights often follow the word "
-        "alignment between the two languages — but not always."
+        "alignment between the two languages — but not always.\n\n" + TOKEN_MARKS
     ),
     "positional": (
         "**Positional encoding.** Attention by itself ignores word order, so a fixed pattern of "
@@ -263,7 +274,8 @@ EXPLANATIONS: dict[str, str] = {
         "Step through the translation one token at a time. At each step the decoder sees the tokens "
         "written so far (starting with <s>) and outputs a probability for every possible next token; "
         "the bars show the most likely ones. Beside them: where this step looks in the source "
-        "(cross-attention); under both: where it looks in its own output so far (decoder self-attention)."
+        "(cross-attention); under both: where it looks in its own output so far (decoder self-attention).\n\n"
+        + TOKEN_MARKS
     ),
     "sentence": "Type a sentence and press Enter: the model translates it and every view shows its attention.",
     "authors_decoding": (

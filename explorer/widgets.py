@@ -41,10 +41,23 @@ def figure_as_text(description: str, tables: Callable[[], list[viz.FigureTable]]
         st.html(TABLE_CSS + "".join(viz.table_html(table) for table in tables()))
 
 
+def help_opens(topic: str) -> bool:
+    """Whether the "How to read this" of ``topic`` opens: on the first view a session meets, until it meets another;
+    folded from then on and in presenter mode. Open everywhere, it pushed the steps' chart and the quiz's answer
+    buttons below the first screen."""
+    state = st.session_state
+    if "help_open_for" not in state:
+        state.help_open_for = topic
+    elif state.help_open_for != topic:
+        state.help_open_for = None  # another view met: every panel folded for the rest of the session
+    return state.help_open_for == topic and not presenting()
+
+
 def how_to_read(*topics: str, caveat: bool = True) -> str:
-    """The view's "How to read this" panel (open on a normal page, folded in presenter mode); returns its text."""
+    """The view's "How to read this" panel (open on the first view a session meets: ``help_opens``); returns its
+    text. The first topic names the view."""
     text = "\n\n".join(EXPLANATIONS[topic] for topic in topics)
-    with st.expander("How to read this", expanded=not presenting(), icon=":material/school:"):
+    with st.expander("How to read this", expanded=help_opens(topics[0]), icon=":material/school:"):
         st.markdown(text)
         if caveat:
             st.caption(CAVEAT)

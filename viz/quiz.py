@@ -22,9 +22,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from model.tokenizer import WORD_START
 from model.trace import Trace
-from viz.tokens import CONTINUATION_MARK, MARKED_PIECES, select_tokens
+from viz.tokens import select_tokens
 
 
 @dataclass(frozen=True)
@@ -107,12 +106,3 @@ def total_score(scores: Iterable[StepScore]) -> QuizScore:
                 totals[f"{question}_asked"] += 1
                 totals[f"{question}_right"] += int(right)
     return QuizScore(**totals)
-
-
-def piece_text(piece: str) -> str:
-    """A piece as plain text for a button: "▁Hund" -> "Hund", "en" -> "·en", specials as they are (not escaped)."""
-    if piece in MARKED_PIECES or piece == WORD_START:
-        return piece
-    if piece.startswith(WORD_START):
-        return piece[len(WORD_START) :]
-    return CONTINUATION_MARK + piece

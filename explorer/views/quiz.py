@@ -12,7 +12,8 @@ from explorer.copy import escape_markdown, pieces_markdown
 from explorer.state import AVERAGE_HEADS, bind, presenting, write_url_after_fragment
 from explorer.views.steps import move_step
 from explorer.widgets import how_to_read, show_figure
-from viz.quiz import Guess, StepTruth, piece_text, score_step, step_truth, total_score
+from viz.quiz import Guess, StepTruth, score_step, step_truth, total_score
+from viz.tokens import display_text
 
 
 def reveal(step: int) -> None:
@@ -106,7 +107,7 @@ def ask(truth: StepTruth, step: int) -> None:
     what = st.pills(
         "Which token will it write?",
         truth.candidates,
-        format_func=lambda piece: escape_markdown(piece_text(piece)),
+        format_func=lambda piece: escape_markdown(display_text(piece)),
         key=f"quiz_what_{step}",
     )
     st.button(
@@ -155,8 +156,8 @@ def quiz_result(truth: StepTruth, guess: Guess, probability: float) -> None:
         picked = escape_markdown(truth.words[guess.where])
         wrong_where = f"You picked **{picked}** (weight {score.weight_on_guess:.2f}). {looked}"
     where = verdict(score.where_right, looked, f"Right: you picked **{top_word}**. {looked}", wrong_where)
-    wrote = f"It wrote **{escape_markdown(piece_text(truth.produced))}** (probability {probability:.2f})."
-    wrong_what = "" if guess.what is None else f"You picked **{escape_markdown(piece_text(guess.what))}**. {wrote}"
+    wrote = f"It wrote **{escape_markdown(display_text(truth.produced))}** (probability {probability:.2f})."
+    wrong_what = "" if guess.what is None else f"You picked **{escape_markdown(display_text(guess.what))}**. {wrote}"
     what = verdict(score.what_right, wrote, f"Right: {wrote}", wrong_what)
     assistive.announce("quiz", assistive.plain(where), assistive.plain(what))
 

@@ -36,7 +36,7 @@ from tests.helpers import (
     read_table,
     shown_tokenization,
 )
-from viz.tokens import display_labels
+from viz.tokens import display_labels, plain_text
 
 SHORT_SENTENCE = "the girl sits."
 
@@ -136,6 +136,10 @@ def test_example_picker_fills_the_sentence(app):
     assert app.selectbox(key="example").value is None  # ready to pick again
 
 
+def n_steps_shown(app: AppTest) -> int:
+    return len(app.select_slider(key="step").options)
+
+
 def step_heading(app: AppTest) -> str:
     return next(markdown.value for markdown in app.markdown if markdown.value.startswith("**Step "))
 
@@ -151,6 +155,12 @@ def test_step_buttons_move_the_step(app):
     assert app.select_slider(key="step").value == 1
     step = chart_titled(app, "Step 2: next token and attention")
     assert len(step["layout"]["xaxis3"]["ticktext"]) == 2  # <s> and the first output token
+    # the step line writes the pieces as the charts do: no "▁", a continuation marked "·"
+    written = [plain_text(label) for label in step["layout"]["xaxis3"]["ticktext"]]
+    assert step_heading(app).startswith(
+        f"**Step 2 of {n_steps_shown(app)}.** Decoder input so far: `` <s> `` `` {written[1]} ``"
+    )
+    assert "\u2581" not in step_heading(app)
     app.button(key="step_last").click().run()
     n_steps = len(app.select_slider(key="step").options) - 1
     assert app.select_slider(key="step").options[:2] == ["1", "2"]  # counted as the step line counts

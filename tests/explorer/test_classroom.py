@@ -342,14 +342,28 @@ def test_presenter_mode_shows_one_view_large_with_keyboard_steps(app, new_app, c
     assert app.main.text_input(key="sentence").value == source and app.main.segmented_control(key="view")
 
 
+def help_panels(app: AppTest) -> list:
+    return [expander for expander in app.expander if expander.label == "How to read this"]
+
+
 def test_how_to_read_panels_carry_the_caveat_on_every_attention_view(app):
     for view in ("encoder", "decoder", "cross", "quiz", "evolution"):
         app.segmented_control(key="view").set_value(view).run()
         assert_ok(app)
-        panels = [expander for expander in app.expander if expander.label == "How to read this"]
+        panels = help_panels(app)
         assert panels, view
         captions = [caption.value for panel in panels for caption in panel.caption]
         assert any("not by themselves an explanation" in caption for caption in captions), view
+
+
+def test_how_to_read_opens_on_the_first_view_only(app):
+    """Open on every view it pushed the steps' chart and the quiz's answers below a 1280x800 screen."""
+    assert [panel.proto.expanded for panel in help_panels(app)] == [True]  # the first screen's view
+    app.radio(key="display").set_value("grid").run()  # the same view, shown another way: still open
+    assert [panel.proto.expanded for panel in help_panels(app)] == [True]
+    for view in ("steps", "quiz", "cross"):  # then folded everywhere, the first view too
+        app.segmented_control(key="view").set_value(view).run()
+        assert [panel.proto.expanded for panel in help_panels(app)] == [False], view
 
 
 # --- quiz ---

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from model.trace import Trace
-from viz.quiz import Guess, QuizScore, StepScore, piece_text, score_step, step_truth, total_score
+from viz.quiz import Guess, QuizScore, StepScore, score_step, step_truth, total_score
 
 SOURCE = ["▁the", "▁dog", "▁run", "s", "</s>"]  # words: the, dog, runs, </s>
 WORDS = ["the", "dog", "runs", "</s>"]
@@ -131,14 +131,3 @@ def test_steps_outside_the_translation_are_refused():
     trace = make_trace(uniform_cross())
     with pytest.raises(ValueError, match="step must be in 0..2"):
         step_truth(trace, 3, 0)
-
-
-def test_piece_text_is_plain_and_marks_continuations():
-    assert [piece_text(piece) for piece in ["▁Hund", "en", "</s>", "<unk>", "▁", "<b>"]] == [
-        "Hund",
-        "·en",
-        "</s>",
-        "<unk>",
-        "▁",
-        "·<b>",
-    ]

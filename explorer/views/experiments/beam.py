@@ -9,7 +9,7 @@ from explorer.compute import compute_beam_node_trace, compute_beam_tree
 from explorer.context import PageContext
 from explorer.state import bind
 from explorer.widgets import how_to_read, show_figure
-from viz.quiz import piece_text
+from viz.tokens import display_text
 
 
 def render(ctx: PageContext) -> None:
@@ -34,7 +34,7 @@ def render(ctx: PageContext) -> None:
         nodes,
         format_func=lambda n: (
             f"step {tree.nodes[n].step}, rank {tree.nodes[n].rank + 1}: "
-            f"{piece_text(tree.nodes[n].piece)} ({tree.nodes[n].status})"
+            f"{display_text(tree.nodes[n].piece)} ({tree.nodes[n].status})"
         ),
         key="beam_node",
     )

@@ -10,7 +10,7 @@ from explorer.context import PageContext
 from explorer.state import bind
 from explorer.widgets import how_to_read, module_pickers, show_figure
 from model.heads import HeadRef
-from viz.quiz import piece_text
+from viz.tokens import display_text
 
 STAGE_ROWS = (("q", "k", "v"), ("scores", "scaled"), ("mask", "masked"), ("softmax", "contributions", "output"))
 
@@ -25,7 +25,7 @@ def render(ctx: PageContext) -> None:
     row = st.selectbox(
         "Query row" if kind == "encoder" else "Query row (decoding step)",
         rows,
-        format_func=lambda r: f"{r}: {piece_text(queries[r])}",
+        format_func=lambda r: f"{r}: {display_text(queries[r])}",
         key="query_row",
     )
     stages = compute_stages(ctx.trace_key, HeadRef(kind, layer, head).module_name, head, row)

@@ -11,7 +11,7 @@ from explorer.copy import escape_markdown
 from explorer.state import bind
 from explorer.widgets import how_to_read, module_pickers, show_figure, show_translations
 from model.heads import HeadRef, head_title
-from viz.quiz import piece_text
+from viz.tokens import display_text
 
 
 def render(ctx: PageContext) -> None:
@@ -23,7 +23,7 @@ def render(ctx: PageContext) -> None:
     step = pick_step.selectbox(
         "Fork at step",
         steps,
-        format_func=lambda s: f"step {s + 1}: {piece_text(trace.predicted_pieces[s])}",  # counted from 1
+        format_func=lambda s: f"step {s + 1}: {display_text(trace.predicted_pieces[s])}",  # counted from 1
         key="fork_step",
     )
     candidates = {
@@ -39,7 +39,7 @@ def render(ctx: PageContext) -> None:
         "Write instead",
         list(candidates),
         format_func=lambda t: (
-            f"{piece_text(candidates[t][0])} ({candidates[t][1]:.2f})"
+            f"{display_text(candidates[t][0])} ({candidates[t][1]:.2f})"
             + (", as in the original" if t == written else "")
         ),
         key="fork_token",
