@@ -35,9 +35,12 @@ def show_figure(figure: go.Figure, name: str, lesson: list[LessonSection] | None
 def figure_as_text(description: str, tables: Callable[[], list[viz.FigureTable]], name: str) -> None:
     """A figure's text alternative: its one-line ``description`` and a switch that shows its numbers as the tables
     ``tables()`` builds (only when switched on: a page that does not show them does not pay for them)."""
-    line, switch = st.columns([3, 1], vertical_alignment="center")
-    line.caption(escape_markdown(description))
-    if switch.toggle("Show as table", key=f"table-{name}"):
+    # side by side, the switch as wide as its label and the line taking the rest: in a column of a quarter of the
+    # row, beside a chart in a third of the page (the quiz's answer, presenter mode), the label was cut to "S…"
+    with st.container(horizontal=True, vertical_alignment="center", wrap=False):
+        st.caption(escape_markdown(description))
+        shown = st.toggle("Show as table", key=f"table-{name}")
+    if shown:
         st.html(TABLE_CSS + "".join(viz.table_html(table) for table in tables()))
 
 

@@ -30,6 +30,7 @@ KEPT_COLOUR = "#eef2f7"  # a token both translations share
 # z = 0 kept, 1 changed; NaN (a gap where the other translation has a token) stays blank.
 CHANGE_COLORSCALE = [[0.0, KEPT_COLOUR], [0.5, KEPT_COLOUR], [0.5, CHANGED_COLOUR], [1.0, CHANGED_COLOUR]]
 IMPORTANCE_COLORSCALE = "RdBu_r"  # red: the translation needs the head; blue: it is likelier without it
+IMPORTANCE_SCALE_TITLE = "log-prob.<br>drop"  # the colour bar's title, short lines across its top
 EXPERIMENT_LABELS = {"no-pe": "without positional encoding", "shuffle": "source words shuffled"}
 
 
@@ -132,7 +133,7 @@ def importance_heatmap(importance: HeadImportance, *, title: str = "") -> go.Fig
     when that head alone is removed, on one colour scale centred at 0.
 
     Panels are titled with the kind in plain words; the figure title names the ablation, the colour
-    bar (written along it) what is measured. A panel names its layers only when they differ from the
+    bar (its title across its top) what is measured. A panel names its layers only when they differ from the
     panel's to its left (so the first always does): with 8 heads there is no room between two panels
     for the right one's "layer N" labels, which would run into the left one.
     """
@@ -156,7 +157,9 @@ def importance_heatmap(importance: HeadImportance, *, title: str = "") -> go.Fig
             "colorscale": IMPORTANCE_COLORSCALE,
             "cmin": -largest,
             "cmax": largest,
-            "colorbar": {"title": {"text": "log-probability drop", "side": "right"}},
+            # across the top in two short lines: written along the bar, it was cut ("log-pro") where one or two
+            # layers make the bar shorter than the words
+            "colorbar": {"title": {"text": IMPORTANCE_SCALE_TITLE, "side": "top"}},
         }
     )
     layers = max(grid.shape[0] for grid in importance.drops.values())

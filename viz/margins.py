@@ -105,8 +105,9 @@ def _on_the_edge(layout: dict[str, Any], axis: dict[str, Any], other: str, far_s
 
 def fit_margins(figure: go.Figure) -> go.Figure:
     """Widen ``figure``'s left and bottom margins (in place; returned) to hold the tick labels and titles of the axes
-    along its left and bottom edges. Margins already wider stay as they are; right and top are left to the
-    figure (colour bars and legends are placed without a second drawing)."""
+    along its left and bottom edges, and make a figure too short for its y axis title taller. Margins already wider
+    stay as they are; right and top are left to the figure (colour bars and legends are placed without a second
+    drawing)."""
     layout = figure.layout.to_plotly_json()  # plain dicts: plotly's property access would cost more than the rest
     base_size = _size(layout.get("font"), FONT_SIZE)
     margin = layout.get("margin") or {}
@@ -123,5 +124,24 @@ def fit_margins(figure: go.Figure) -> go.Figure:
                 slant = abs(math.cos(math.radians(_angle(axis))))
                 left = max(left, text_width(labels[0], _size(axis.get("tickfont"), base_size)) * slant)
     # plotly_relayout stores the numbers as given (update_layout would validate the margin again)
-    figure.plotly_relayout({"margin.l": math.ceil(left), "margin.b": math.ceil(bottom)})
+    changes = {"margin.l": math.ceil(left), "margin.b": math.ceil(bottom)}
+    taller = _room_for_the_y_title(layout, base_size, bottom)
+    if taller:
+        changes["height"] = layout["height"] + taller
+    figure.plotly_relayout(changes)
     return figure
+
+
+def _room_for_the_y_title(layout: dict[str, Any], base_size: float, bottom: float) -> int:
+    """How many pixels taller the figure must be for its y axis title, written upwards along the plot and centred on
+    it, to stay inside the figure (0: it fits). A heatmap of one or two rows is shorter than "output token (written
+    at this step)", and the browser cut the title off at the figure's edges."""
+    axis = layout.get("yaxis") or {}
+    text = ((axis.get("title") or {}).get("text")) or ""
+    height = layout.get("height")
+    if not text or not height or (axis.get("domain") or [0.0, 1.0]) != [0.0, 1.0]:
+        return 0
+    top = (layout.get("margin") or {}).get("t") or 0
+    needed = text_width(plain_text(text), _size((axis.get("title") or {}).get("font"), base_size)) + 2 * SLACK_PX
+    reach = height - top - bottom + 2 * min(top, bottom)  # the plot's height, and as far again into the nearer margin
+    return max(0, math.ceil(needed - reach))

@@ -23,6 +23,8 @@ MAX_ACTIONS_PER_VIEW = 60  # a bound on one view's walk: a control that came bac
 # Controls whose one value change would end the walk rather than test a view: the walk's own picker and the sentence
 # (other tests edit it), and the checkpoint, which the walk is run on (tests/browser/test_walk.py opens each).
 # Presenter mode is walked on its own (walk_page), with the keys it is for.
+# Pickers whose options are parts of the page with controls of their own: each option is opened and walked.
+PARTS_PICKERS = {("choice", "Experiment")}
 NOT_WALKED = {
     ("around", "choice", "View"),
     ("sidebar", "choice", "View"),
@@ -87,6 +89,29 @@ for (const [where, rootSelector] of Object.entries(roots)) {
 return out;
 """
 )
+# Text a person cannot read whole: a control's label that Streamlit ended with an ellipsis, and a chart's text
+# (title, axis or colour bar title, tick label) that runs outside the chart, where the browser cuts it off.
+FIND_CUT_TEXT = """
+const cut = [];
+for (const label of document.querySelectorAll(
+        '[data-testid="stCheckbox"] .stMarkdownEllipsis, [data-testid="stWidgetLabel"] .stMarkdownEllipsis')) {
+    if (label.checkVisibility() && label.scrollWidth > label.clientWidth + 1) cut.push(`label "${label.innerText}"`);
+}
+for (const chart of document.querySelectorAll('.js-plotly-plot')) {
+    if (!chart.checkVisibility()) continue;
+    const box = chart.querySelector('.main-svg').getBoundingClientRect();
+    const title = (chart.layout.title && chart.layout.title.text) || '';
+    const texts = '.gtitle, .g-xtitle text, .g-ytitle text, .cbtitle text, .xtick text, .ytick text';
+    for (const text of chart.querySelectorAll(texts)) {
+        const own = text.getBoundingClientRect();
+        if (own.width && (own.left < box.left - 1 || own.right > box.right + 1 || own.top < box.top - 1
+                          || own.bottom > box.bottom + 1)) {
+            cut.push(`chart "${title}": "${text.textContent}"`);
+        }
+    }
+}
+return cut;
+"""
 # The element of one control, found again as FIND_CONTROLS found it: a run may have replaced the one seen before.
 FIND_ONE = (
     LABEL_OF
@@ -124,6 +149,7 @@ class Walk:
     views: list[str] = field(default_factory=list)  # the views opened
     changed: list[Control] = field(default_factory=list)  # the controls whose value the walk changed
     keys_pressed: list[str] = field(default_factory=list)
+    cut: set[str] = field(default_factory=set)  # the cut-off texts found so far (each reported once)
 
     def controls(self) -> list[tuple[Control, bool]]:
         found = self.driver.execute_script(FIND_CONTROLS, ROOTS, SELECTORS)
@@ -140,12 +166,14 @@ class Walk:
             control.index,
         )
 
-    def act(self, context: str, control: Control) -> None:
-        """One value change of ``control``, then wait for its run and note what went wrong."""
+    def act(self, context: str, control: Control, option: str | None = None) -> None:
+        """One value change of ``control`` (to ``option``, for a choice), then wait for its run and note what went
+        wrong."""
         received_messages(self.driver)  # drained: what comes now belongs to this action
         before = set(self.downloads.iterdir())
         what = f"{context}: {control}"
-        done = ACTIONS[control.kind](self.driver, self.element(control))
+        element = self.element(control)
+        done = pick_choice(self.driver, element, option) if option else ACTIONS[control.kind](self.driver, element)
         if done is None:
             self.pressed.append(f"{what} (nothing to change)")
             return
@@ -205,6 +233,10 @@ class Walk:
         for exception in self.driver.find_elements(By.CSS_SELECTOR, "[data-testid='stException']"):
             self.problems.append(f"{what}: exception on the page: {exception.text[:400]}")
             break  # one is enough to fail; the rest would repeat on every later action
+        for cut in self.driver.execute_script(FIND_CUT_TEXT):
+            if cut not in self.cut:
+                self.cut.add(cut)
+                self.problems.append(f"{what}: cut off: {cut}")
 
     def wait_for_download(self, what: str, before: set[Path]) -> None:
         deadline = time.monotonic() + WAIT_S
@@ -287,11 +319,13 @@ def move_slider(driver, element) -> str | None:
     return "left" if at_end else "right"
 
 
-def pick_choice(driver, element) -> str | None:
-    """A segmented control's or pills' first option not chosen now."""
+def pick_choice(driver, element, wanted: str | None = None) -> str | None:
+    """A segmented control's or pills' option ``wanted``, or its first option not chosen now."""
     from selenium.webdriver.common.by import By
 
     for option in element.find_elements(By.CSS_SELECTOR, "button"):
+        if wanted is not None and option.text.strip() != wanted:
+            continue
         if option.get_attribute("aria-checked") != "true" and option.is_enabled():
             text = option.text.strip()
             click(driver, option)
@@ -332,8 +366,19 @@ ACTIONS = {
 
 def walk_controls(walk: Walk, context: str, where: str) -> None:
     """Press every control in ``where`` (a key of ROOTS) once, in the page's order, finding them again after every
-    run: a press may bring new ones (Reveal's answer, a training's Stop), and those are pressed too."""
-    done: set[Control] = set()
+    run: a press may bring new ones (Reveal's answer, a training's Stop), and those are pressed too. A picker of
+    parts (PARTS_PICKERS: the experiments) has each of its parts opened and walked in turn."""
+    for control, _ in walk.controls():
+        if control.where == where and (control.kind, control.label) in PARTS_PICKERS:
+            for part in choice_labels(walk, control):
+                walk.act(f"{context}, {part}", control, part)
+                walk_controls_once(walk, f"{context}, {part}", where, skip=control)
+            return
+    walk_controls_once(walk, context, where)
+
+
+def walk_controls_once(walk: Walk, context: str, where: str, skip: Control | None = None) -> None:
+    done: set[Control] = {skip} if skip else set()
     for _ in range(MAX_ACTIONS_PER_VIEW):
         waiting = [
             control
@@ -348,6 +393,14 @@ def walk_controls(walk: Walk, context: str, where: str) -> None:
         done.add(waiting[0])
         walk.act(context, waiting[0])
     walk.problems.append(f"{context}: still new controls after {MAX_ACTIONS_PER_VIEW} actions")
+
+
+def choice_labels(walk: Walk, control: Control) -> list[str]:
+    """A segmented control's options, the one chosen now first (it is on screen: choosing it again starts no run)."""
+    from selenium.webdriver.common.by import By
+
+    options = walk.element(control).find_elements(By.CSS_SELECTOR, "button")
+    return [o.text.strip() for o in sorted(options, key=lambda option: option.get_attribute("aria-checked") != "true")]
 
 
 def view_labels(driver) -> list[str]:

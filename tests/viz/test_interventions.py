@@ -84,7 +84,10 @@ def test_importance_heatmap_and_ranking_table(translator):
         "Cross-attention",
     ]
     assert importance_heatmap(importance).layout.title.text == "Head importance (zero ablation)"
-    assert figure.layout.coloraxis.colorbar.title.text == "log-probability drop"
+    # across the top of the bar in short lines: along it, a one-layer model's short bar cut it to "log-pro"
+    scale_title = figure.layout.coloraxis.colorbar.title
+    assert scale_title.side == "top" and scale_title.text.replace("<br>", " ") == "log-prob. drop"
+    assert max(len(line) for line in scale_title.text.split("<br>")) <= 10
     frame = importance_frame(importance)
     assert len(frame) == 24 and list(frame["rank"]) == list(range(1, 25))
     assert frame["drop"].is_monotonic_decreasing

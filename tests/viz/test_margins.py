@@ -58,6 +58,20 @@ def two_panels(left_labels_shown: bool = True) -> go.Figure:
     )
 
 
+def test_a_figure_too_short_for_its_y_title_grows_until_the_title_fits():
+    title = "output token (written at this step)"  # the attention heatmaps' row title
+    one_row = heatmap(["a"], ["x", "y"], height=204, margin_t=60)
+    one_row.update_yaxes(title_text=title)
+    viz.fit_margins(one_row)
+    top, bottom, height = one_row.layout.margin.t, one_row.layout.margin.b, one_row.layout.height
+    plot = height - top - bottom
+    # written upwards, centred on the plot: half of it reaches no further than the plot's half and the nearer margin
+    assert text_width(title, FONT_SIZE) / 2 <= plot / 2 + min(top, bottom)
+    assert height > 204
+    many_rows = heatmap([str(row) for row in range(12)], ["x"], height=500, margin_t=60)
+    assert viz.fit_margins(many_rows).layout.height == 500  # tall enough already: left as it is
+
+
 def test_only_the_axes_along_the_left_and_bottom_edges_count():
     """The right panel's long row labels sit between the panels, and its column labels above the left panel's
     bottom: inside the figure."""
