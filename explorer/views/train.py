@@ -28,6 +28,7 @@ from explorer.state import (
     TRAIN_LEARNING_RATES,
     TRAIN_LENGTHS,
     bind,
+    presenting,
     write_url_after_fragment,
 )
 from explorer.widgets import how_to_read, show_figure
@@ -73,33 +74,52 @@ def chosen_settings() -> ToySettings:
 
 
 def settings_panel(locked: bool) -> ToySettings:
-    """The task, the model and the budget; ``locked`` while a training runs (its settings are fixed)."""
+    """The task, the model and the budget; ``locked`` while a training runs (its settings are fixed).
+
+    The settings outlive the view (``persist_state``): a teacher who leaves the Train view while a model trains (for
+    another view, or presenter mode) comes back to the settings it trains with, and can continue it once stopped;
+    Streamlit would otherwise forget the widgets of a view not drawn and the page would show its defaults."""
     for key in SETTING_FIELDS:
         bind(key)
-    st.selectbox("Task", list(TASKS), key="train_task", disabled=locked, help=TASKS[st.session_state.train_task].rule)
+    st.selectbox(
+        "Task",
+        list(TASKS),
+        key="train_task",
+        disabled=locked,
+        persist_state="page",
+        help=TASKS[st.session_state.train_task].rule,
+    )
     if TASKS[st.session_state.train_task].uses_lengths:
         shortest, longest = st.columns(2)
-        shortest.selectbox("Shortest input", TRAIN_LENGTHS, key="train_shortest", disabled=locked)
-        longest.selectbox("Longest input", TRAIN_LENGTHS, key="train_longest", disabled=locked)
+        shortest.selectbox("Shortest input", TRAIN_LENGTHS, key="train_shortest", disabled=locked, persist_state="page")
+        longest.selectbox("Longest input", TRAIN_LENGTHS, key="train_longest", disabled=locked, persist_state="page")
     encoder, decoder = st.columns(2)
-    encoder.selectbox("Encoder layers", TRAIN_LAYERS, key="train_encoder_layers", disabled=locked)
-    decoder.selectbox("Decoder layers", TRAIN_LAYERS, key="train_decoder_layers", disabled=locked)
+    encoder.selectbox("Encoder layers", TRAIN_LAYERS, key="train_encoder_layers", disabled=locked, persist_state="page")
+    decoder.selectbox("Decoder layers", TRAIN_LAYERS, key="train_decoder_layers", disabled=locked, persist_state="page")
     heads, width = st.columns(2)
-    heads.selectbox("Heads", TRAIN_HEADS, key="train_heads", disabled=locked)
-    width.selectbox("d_model", TRAIN_D_MODELS, key="train_d_model", disabled=locked)
+    heads.selectbox("Heads", TRAIN_HEADS, key="train_heads", disabled=locked, persist_state="page")
+    width.selectbox("d_model", TRAIN_D_MODELS, key="train_d_model", disabled=locked, persist_state="page")
     st.radio(
         "Positional encoding",
         POSITIONAL_ENCODINGS,
         key="train_positional",
         horizontal=True,
         disabled=locked,
+        persist_state="page",
         help=EXPLANATIONS["train_positional"],
     )
     rate, budget = st.columns(2)
     rate.selectbox(
-        "Learning rate", TRAIN_LEARNING_RATES, format_func=lambda r: f"{r:g}", key="train_lr", disabled=locked
+        "Learning rate",
+        TRAIN_LEARNING_RATES,
+        format_func=lambda r: f"{r:g}",
+        key="train_lr",
+        disabled=locked,
+        persist_state="page",
     )
-    budget.number_input("Steps", step=100, key="train_steps", disabled=locked, help=EXPLANATIONS["train_steps"])
+    budget.number_input(
+        "Steps", step=100, key="train_steps", disabled=locked, persist_state="page", help=EXPLANATIONS["train_steps"]
+    )
     return chosen_settings()
 
 
@@ -202,9 +222,10 @@ def attention_panel(job: JobView) -> None:
     if all_heads:
         figure = viz.alignment_grid(trace, expected, job.alignment)
     else:
-        figure = viz.alignment_heatmap(
-            trace, module_name("cross", layer), head, expected, title=head_title("cross", layer, head)
-        )
+        # on the slide the chart has half the row at a larger font: the whole head title ran under the chart's
+        # toolbar and past its edge, and the pickers right above it name the layer and head
+        title = "Cross-attention" if presenting() else head_title("cross", layer, head)
+        figure = viz.alignment_heatmap(trace, module_name("cross", layer), head, expected, title=title)
     show_figure(figure, f"training-{settings.task}-attention")
     st.caption(EXPLANATIONS["train_outline"])
 

@@ -117,6 +117,14 @@ def test_a_training_is_watched_stopped_continued_and_explored(checkpoints, monke
         rerun_until(app, lambda page, before=before: progress_text(page) != before)
         seen.add(progress_text(app))
     assert len(seen) == 3
+    # presenter mode opens on another view and back: the settings it trains with stay (it continues below), and on
+    # the slide the attention's title is short enough for half the row
+    app.toggle(key="presenter").set_value(True).run()
+    app.sidebar.segmented_control(key="view").set_value("train").run()
+    assert "Cross-attention" in chart_titles(app)
+    app.toggle(key="presenter").set_value(False).run()
+    assert app.session_state.view == "train" and any(title.startswith("Decoder layer") for title in chart_titles(app))
+    assert app.selectbox(key="train_d_model").value == TINY_MODEL["train_d_model"]
     button(app, "train_stop").click().run()
     rerun_until(app, lambda page: not button(page, "train_continue").disabled)
     job = training_pool().view(next(iter(training_pool()._jobs)))
