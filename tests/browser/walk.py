@@ -18,7 +18,7 @@ from pathlib import Path
 from tests.browser.pages import WAIT_S, console_errors, received_messages
 
 QUIET_S = 0.25  # a run is over when no message came for this long after its script_finished
-NO_RUN_S = 1.5  # an action that starts no run (a folded section, a download) shows no message for this long
+NO_RUN_S = 1.0  # an action that starts no run (a folded section, a download) shows no message for this long
 MAX_ACTIONS_PER_VIEW = 60  # a bound on one view's walk: a control that came back new after every press would loop
 # Controls whose one value change would end the walk rather than test a view: the walk's own picker and the sentence
 # (other tests edit it), and the checkpoint, which the walk is run on (tests/browser/test_walk.py opens each).
