@@ -28,7 +28,9 @@ Edit = Callable[[str, str, torch.Tensor], torch.Tensor]
 # "head_output": (B, H, Tq, dk) each head's weighted sum of values, before the heads are merged.
 INTERNAL_KINDS = ("query", "key", "value", "head_output")
 
-_ACTIVE: contextvars.ContextVar[Capture | None] = contextvars.ContextVar("attention_capture", default=None)
+# The captures active here, outermost first: each records the probes of its own model (every model's, when it was
+# opened without one), so two models run in one block fill two captures and never overwrite each other's results.
+_ACTIVE: contextvars.ContextVar[tuple[Capture, ...]] = contextvars.ContextVar("attention_captures", default=())
 _EDIT: contextvars.ContextVar[Edit | None] = contextvars.ContextVar("intervention", default=None)
 
 
@@ -39,6 +41,7 @@ class Probe(nn.Identity):
         super().__init__()
         self.kind = kind
         self.owner_name = ""  # set by attach_probes from named_modules()
+        self.model_token: object | None = None  # set by attach_probes: which model the probe belongs to
 
 
 @dataclass
@@ -57,6 +60,10 @@ class Capture:
     calls: dict[str, list[torch.Tensor]] = field(default_factory=dict)
     internals: dict[str, dict[str, torch.Tensor]] = field(default_factory=dict)
     record_internals: bool = False
+    model_token: object | None = None  # the observed model's (attach_probes); None: every model's probes
+
+    def observes(self, probe: Probe) -> bool:
+        return self.model_token is None or probe.model_token is self.model_token
 
     def record(self, probe: Probe, value: torch.Tensor) -> None:
         if probe.kind in INTERNAL_KINDS:
@@ -73,7 +80,7 @@ class Capture:
 
 def is_observed() -> bool:
     """True when a capture or an edit is active here: attention must take the explicit path and call its probes."""
-    return _ACTIVE.get() is not None or _EDIT.get() is not None
+    return bool(_ACTIVE.get()) or _EDIT.get() is not None
 
 
 def observes_internals() -> bool:
@@ -85,25 +92,26 @@ def observes_internals() -> bool:
     """
     if _EDIT.get() is not None:
         return True
-    capture = _ACTIVE.get()
-    return capture is not None and capture.record_internals
+    return any(capture.record_internals for capture in _ACTIVE.get())
 
 
 def _probe_hook(module: Probe, inputs: tuple[torch.Tensor, ...], output: torch.Tensor) -> torch.Tensor:
     edit = _EDIT.get()
     if edit is not None:
         output = edit(module.owner_name, module.kind, output)
-    capture = _ACTIVE.get()
-    if capture is not None:
-        capture.record(module, output)
+    for capture in _ACTIVE.get():
+        if capture.observes(module):
+            capture.record(module, output)
     return output
 
 
 def attach_probes(model: nn.Module) -> None:
-    """Name every probe after its owning module and register the hook, once."""
+    """Name every probe after its owning module, mark it as the model's and register the hook, once."""
+    model.capture_token = object()  # what a capture of this model compares its probes with
     for name, module in model.named_modules():
         if isinstance(module, Probe) and not module.owner_name:
             module.owner_name = name.rpartition(".")[0]
+            module.model_token = model.capture_token
             module.register_forward_hook(_probe_hook)
     model.probes_attached = True
 
@@ -115,15 +123,17 @@ def _require_probes(model: nn.Module | None) -> None:
 
 @contextmanager
 def capture_attention(model: nn.Module | None = None, internals: bool = False) -> Iterator[Capture]:
-    """Record attention and positional encodings of every forward pass inside the block.
+    """Record attention and positional encodings of ``model``'s forward passes inside the block (of every model's,
+    with ``model=None``).
 
-    ``internals=True`` also records each head's queries, keys, values and outputs. The model
-    argument documents which model is observed; hooks were attached when it was built, so
-    nothing is added to or removed from the model here.
+    ``internals=True`` also records each head's queries, keys, values and outputs. Another model run in the block
+    records nothing here, so captures of two models, nested, each hold their own model's results (a comparison, an
+    import check). Hooks were attached when the model was built, so nothing is added to or removed from the model
+    here.
     """
     _require_probes(model)
-    capture = Capture(record_internals=internals)
-    token = _ACTIVE.set(capture)
+    capture = Capture(record_internals=internals, model_token=getattr(model, "capture_token", None))
+    token = _ACTIVE.set((*_ACTIVE.get(), capture))
     try:
         yield capture
     finally:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 import torch
 from torch import nn
@@ -58,3 +60,36 @@ def test_a_model_without_attached_probes_is_refused_and_no_model_is_fine():
         pass
     with capture_attention() as capture, intervene(None, lambda name, kind, value: value):
         assert capture.attention == {}
+
+
+def test_a_capture_records_only_its_own_model_and_two_captures_nest():
+    first, second = random_model(40, seed=1), random_model(40, seed=2)
+    source, target = torch.tensor([[5, 6, 7, 2]]), torch.tensor([[1, 8, 9]])
+    with torch.inference_mode():
+        with capture_attention(first) as alone:
+            first(source, target)
+        with capture_attention(first) as of_first, capture_attention(second) as of_second:
+            first(source, target)
+            second(source, target)  # same module names: it must not overwrite the first model's
+        with capture_attention() as of_every_model:
+            first(source, target)
+            second(source, target)
+        with capture_attention(first) as of_first_only:
+            second(source, target)
+    name = "decoder.layers.0.cross_attn"
+    assert torch.equal(of_first.attention[name], alone.attention[name])
+    assert not torch.equal(of_second.attention[name], of_first.attention[name])
+    assert [len(calls) for calls in (of_first.calls[name], of_second.calls[name])] == [1, 1]
+    assert len(of_every_model.calls[name]) == 2  # no model named: every model's calls, in order
+    assert torch.equal(of_every_model.calls[name][0], alone.attention[name])
+    assert of_first_only.attention == {} and of_first_only.positional == {}
+
+
+def test_a_copied_model_is_a_model_of_its_own_to_capture():
+    model = random_model(40, seed=1)
+    copied = copy.deepcopy(model)
+    source, target = torch.tensor([[5, 6, 2]]), torch.tensor([[1, 8]])
+    with torch.inference_mode(), capture_attention(copied) as capture:
+        model(source, target)
+        copied(source, target)
+    assert [len(calls) for calls in capture.calls.values()] == [1] * len(capture.calls)
