@@ -10,8 +10,6 @@ from explorer.components import assistive, reconnect, svg_download
 from explorer.compute import ModelKey, TraceKey, compute_trace, readable_head, source_words
 from explorer.context import Lesson, PageContext
 from explorer.copy import (
-    CAVEAT,
-    EXPLANATIONS,
     LANGUAGE_NAMES,
     NO_TARGET_LANGUAGE,
     card_examples,
@@ -21,6 +19,7 @@ from explorer.copy import (
     rare_words_line,
     unlike_training_notice,
 )
+from explorer.explanations import CAVEAT, EXPLANATIONS
 from explorer.sidebar import (
     checkpoint_picker,
     presenter_toggle,

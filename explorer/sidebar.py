@@ -20,7 +20,8 @@ from explorer.compute import (
     open_models,
 )
 from explorer.context import Display
-from explorer.copy import DEVICE_NAMES, EXPLANATIONS, LANGUAGE_NAMES, describe_card, escape_markdown
+from explorer.copy import DEVICE_NAMES, LANGUAGE_NAMES, describe_card, escape_markdown
+from explorer.explanations import EXPLANATIONS
 from explorer.state import BEAM_SIZES, DEVICES, DISPLAY_TOGGLES, SEARCHES, bind, presenting
 from model.checkpoint import CheckpointEntry, read_card
 from model.decoding import Scoring

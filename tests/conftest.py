@@ -116,7 +116,7 @@ def lesson(tiny_checkpoint) -> tuple[str, list]:
     """A lesson export (the HTML and its sections) with real figures of the tiny checkpoint, of several kinds
     (bars, heatmaps, subplots, lines), and HOSTILE text in its facts and a table."""
     import viz
-    from explorer.copy import CAVEAT, EXPLANATIONS
+    from explorer.explanations import CAVEAT, EXPLANATIONS
     from viz.export import LessonSection, lesson_html
 
     trace = load_checkpoint(tiny_checkpoint, device="cpu").trace("the girl sits.", beam_size=1)

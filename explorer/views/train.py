@@ -20,7 +20,8 @@ from streamlit.runtime.scriptrunner import get_script_run_ctx
 import viz
 from explorer.compute import checkpoints_dir, trained_folder, training_pool
 from explorer.context import PageContext
-from explorer.copy import EXPLANATIONS, LESSON_RESULT, TRAIN_STATES, escape_markdown
+from explorer.copy import LESSON_RESULT, TRAIN_STATES, escape_markdown
+from explorer.explanations import EXPLANATIONS
 from explorer.state import (
     TRAIN_D_MODELS,
     TRAIN_HEADS,

@@ -4,8 +4,9 @@ change each; presenter mode on and off; the decoding steps' keys.
 
 The controls are found in the page as Streamlit draws them (by their ``data-testid``), not from a list kept here: a
 control added to the page is pressed by the next walk without a new test. After every action the walk waits for the
-run it started to end (the ``script_finished`` message) and records an exception element, a console error, a
-download that never arrives or a run that never ends as a problem (tests/browser/test_walk.py).
+run it started to end (the ``script_finished`` message) and records as a problem an exception element, a console
+error, a download that never arrives, a run that never ends, or text cut off (a control's label ended with an
+ellipsis, a chart's text outside the chart) (tests/browser/test_walk.py).
 """
 
 from __future__ import annotations
@@ -15,16 +16,17 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from explorer.main_area import VIEW_KEY
 from tests.browser.pages import WAIT_S, console_errors, received_messages
 
 QUIET_S = 0.25  # a run is over when no message came for this long after its script_finished
 NO_RUN_S = 1.0  # an action that starts no run (a folded section, a download) shows no message for this long
 MAX_ACTIONS_PER_VIEW = 60  # a bound on one view's walk: a control that came back new after every press would loop
-# Controls whose one value change would end the walk rather than test a view: the walk's own picker and the sentence
-# (other tests edit it), and the checkpoint, which the walk is run on (tests/browser/test_walk.py opens each).
-# Presenter mode is walked on its own (walk_page), with the keys it is for.
 # Pickers whose options are parts of the page with controls of their own: each option is opened and walked.
 PARTS_PICKERS = {("choice", "Experiment")}
+# Controls whose one value change would end the walk rather than test a view: the walk's own picker and the
+# checkpoint, which the walk is run on (tests/browser/test_walk.py opens each). Presenter mode is walked on its own
+# (walk_page), with the keys it is for.
 NOT_WALKED = {
     ("around", "choice", "View"),
     ("sidebar", "choice", "View"),
@@ -50,8 +52,9 @@ KEY_NAMES = {RIGHT: "Right", LEFT: "Left"}
 RUN_MESSAGES = {"new_session", "session_status_changed", "delta", "script_finished"}
 # Where the walk looks: the sidebar; the view (explorer.main_area.VIEW_KEY's container); the view's surroundings, the
 # translation and the details, the same for every view and so walked once.
-ROOTS = {"sidebar": '[data-testid="stSidebar"]', "view": ".st-key-view_area", "around": '[data-testid="stMain"]'}
-# What a person reads as a control's name: a button's or toggle's text, else the widget's label.
+VIEW = f".st-key-{VIEW_KEY}"
+ROOTS = {"sidebar": '[data-testid="stSidebar"]', "view": VIEW, "around": '[data-testid="stMain"]'}
+# What a person reads as a control's name: a button's or toggle's text, else the widget's label; where a control is.
 LABEL_OF = """
 function labelOf(kind, node) {
     if (['button', 'download', 'section', 'toggle'].includes(kind)) {  // its text, not its icon's ligature name
@@ -63,8 +66,8 @@ function labelOf(kind, node) {
 }
 // drawn: not hidden, not inside a folded section (whose content keeps its boxes but is not rendered)
 function drawn(node) { return node.getClientRects().length > 0 && node.checkVisibility({contentVisibilityAuto: true}); }
-function inRoot(where, node) { return where !== 'around' || !node.closest('.st-key-view_area'); }
-"""
+function inRoot(where, node) { return where !== 'around' || !node.closest('VIEW'); }
+""".replace("'VIEW'", repr(VIEW))
 # Every control on the page, in the page's order: {where, kind, label, index, enabled}; ``index`` tells apart
 # controls of one kind that share a label.
 FIND_CONTROLS = (

@@ -17,13 +17,13 @@ from streamlit.testing.v1 import AppTest
 
 from explorer.copy import (
     EXAMPLE_PAIRS,
-    EXPLANATIONS,
     LANGUAGE_NAMES,
     card_examples,
     escape_markdown,
     example_sentences,
     file_cap_notice,
 )
+from explorer.explanations import EXPLANATIONS
 from explorer.views.experiments.stats import MAX_FILE_SENTENCES
 from model import load_checkpoint
 from model.analysis.ablation import compare_ablation

@@ -8,7 +8,7 @@ from __future__ import annotations
 import streamlit as st
 
 from explorer.context import PageContext
-from explorer.copy import EXPLANATIONS
+from explorer.explanations import EXPLANATIONS
 from explorer.state import bind, presenting
 from explorer.views.experiments import ablation, beam, internals, pairs, stats, whatif, word_order
 from explorer.views.registry import Registry, View

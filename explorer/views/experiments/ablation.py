@@ -7,7 +7,8 @@ import streamlit as st
 import viz
 from explorer.compute import compute_ablation, compute_importance
 from explorer.context import PageContext
-from explorer.copy import ABLATION_NAMES, EXPLANATIONS
+from explorer.copy import ABLATION_NAMES
+from explorer.explanations import EXPLANATIONS
 from explorer.state import bind
 from explorer.widgets import how_to_read, show_figure, show_translations
 from model.analysis.ablation import ABLATION_MODES
