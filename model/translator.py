@@ -24,13 +24,12 @@ from model.decoding import (
     beam_search_tree,
     chosen_scoring,
     default_max_len,
-    encode_captured,
-    forced_pass,
     greedy_decode,
 )
 from model.generation_defaults import AuthorsDecoding, authors_decoding
 from model.tokenizer import Tokenizer
 from model.trace import DEFAULT_TOP_K, Trace
+from model.trace_passes import encode_captured, forced_pass
 from model.transformer import Transformer
 from model.whatif import fork_prefix, resolve_choice
 
