@@ -35,7 +35,8 @@ from explorer.state import (
 from explorer.widgets import how_to_read, show_figure
 from model.config import POSITIONAL_ENCODINGS
 from model.heads import head_title, module_name
-from model.training.live import LESSONS, Lesson, ToyRun, ToySettings
+from model.training.lessons import LESSONS, Lesson
+from model.training.live import ToyRun, ToySettings
 from model.training.pool import JobView
 from model.training.toy_tasks import TASKS
 

@@ -14,8 +14,8 @@ import torch
 from model import load_checkpoint
 from model.config import TransformerConfig
 from model.interop import export_torch
+from model.training.lessons import LESSONS
 from model.training.live import (
-    LESSONS,
     Progress,
     ToySettings,
     distinct_inputs,
