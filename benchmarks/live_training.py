@@ -7,7 +7,7 @@ trainings.
   on one thread, stopped at the same mark (ratio = the pool's overhead). The curve is in params.
 - ``live_refresh_s`` and ``live_click_ms``: headless Chromium at 1280x800 on a real ``streamlit run app.py``; the
   longest gap between two redraws of the progress line while a training runs (baseline: the page's 1 s period),
-  and a click on a lesson's button (a whole-page rerun) until the task box shows its task, while a training runs;
+  and a click on a exercise's button (a whole-page rerun) until the task box shows its task, while a training runs;
   baseline: the same clicks with no training.
 - ``classroom_training_p95_ms``: app_benchmarks' classroom (30 sessions) while two trainings run in a pool of two;
   baseline: the same classroom without trainings, in turns.
@@ -191,8 +191,8 @@ def _press(driver, label: str) -> None:
     driver.execute_script("arguments[0].click()", wait_for(lambda: driver.find_elements(By.XPATH, path), label)[0])
 
 
-def _click_lesson(driver, title: str, task: str) -> float:
-    """Click a lesson's button; ms until the task box shows ``task``."""
+def _click_exercise(driver, title: str, task: str) -> float:
+    """Click a exercise's button; ms until the task box shows ``task``."""
 
     began = time.perf_counter()
     _press(driver, title)
@@ -201,11 +201,13 @@ def _click_lesson(driver, title: str, task: str) -> float:
 
 
 def _clicks(driver, count: int) -> list[float]:
-    """Alternate two lessons whose tasks differ; each click reruns the whole page."""
+    """Alternate two exercises whose tasks differ; each click reruns the whole page."""
     times = []
     for index in range(count):
-        lesson = ("Copy with one head", "copy") if index % 2 == 0 else ("Sort, without the positional encoding", "sort")
-        times.append(_click_lesson(driver, *lesson))
+        exercise = (
+            ("Copy with one head", "copy") if index % 2 == 0 else ("Sort, without the positional encoding", "sort")
+        )
+        times.append(_click_exercise(driver, *exercise))
         time.sleep(0.3)
     return times
 
@@ -228,7 +230,7 @@ def browser_live(ctx: Context, names: tuple[str, ...]) -> list[Record]:
             driver.get(f"{url}/?view=train&train_steps=20000")
             wait_for(lambda: driver.execute_script(TASK_BOX) == "reverse", "the Train view", 90)
             idle = _clicks(driver, clicks + 1)[1:]  # the first click of a new page pays for loading it
-            _click_lesson(driver, "Reverse, with the positional encoding", "reverse")
+            _click_exercise(driver, "Reverse, with the positional encoding", "reverse")
             _press(driver, "Start")
             wait_for(lambda: "exact match" in driver.execute_script(PROGRESS_TEXT), "the first measurement", 60)
             changes, last, began = [], driver.execute_script(PROGRESS_TEXT), time.perf_counter()
@@ -239,7 +241,7 @@ def browser_live(ctx: Context, names: tuple[str, ...]) -> list[Record]:
                     last = text
                 time.sleep(0.02)
             gaps = [later - earlier for earlier, later in zip(changes, changes[1:], strict=False)]
-            busy = _clicks(driver, clicks)  # the settings are locked while it trains; a lesson still sets them
+            busy = _clicks(driver, clicks)  # the settings are locked while it trains; a exercise still sets them
             _press(driver, "Stop")
     records = []
     if "live_refresh_s" in names:
@@ -268,7 +270,7 @@ def browser_live(ctx: Context, names: tuple[str, ...]) -> list[Record]:
                 median(idle),
                 (Check("value", "<=", 500.0),),
                 {
-                    "case": "a lesson's button (a whole-page rerun) until the task box shows its task",
+                    "case": "a exercise's button (a whole-page rerun) until the task box shows its task",
                     "baseline_is": "the same clicks with no training running",
                     "value_samples": busy,
                     "baseline_samples": idle,

@@ -29,7 +29,7 @@ from model.analysis.domain import SourceWords
 from model.analysis.head_stats import batch_head_statistics, readable_cross_head, trace_head_statistics
 from model.analysis.importance import HeadImportance, head_importance
 from model.analysis.internals import AttentionStages, attention_stages
-from model.analysis.positional import PositionalComparison, compare_positional
+from model.analysis.word_order import WordOrderComparison, compare_word_order
 from model.beam_tree import BeamTree
 from model.checkpoint import CheckpointEntry, read_config, scan_checkpoints
 from model.decoding import Scoring
@@ -208,9 +208,9 @@ def compute_importance(key: TraceKey, mode: str) -> HeadImportance:
 
 
 @st.cache_data(show_spinner="Translating without word order…", max_entries=256)
-def compute_positional(key: TraceKey, experiment: str, stacks: tuple[str, ...], seed: int) -> PositionalComparison:
+def compute_word_order(key: TraceKey, experiment: str, stacks: tuple[str, ...], seed: int) -> WordOrderComparison:
     translator = load_translator(key.model)
-    return compare_positional(
+    return compare_word_order(
         translator,
         key.text,
         experiment,

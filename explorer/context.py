@@ -11,11 +11,11 @@ from model.card import Card
 from model.checkpoint import CheckpointEntry
 from model.config import TransformerConfig
 from model.trace import Trace
-from viz.export import LessonSection
+from viz.export import HandoutSection
 
 
 @dataclass(frozen=True)
-class Display:
+class TokenStyle:
     """How tokens are drawn in every attention figure (the sidebar's display toggles)."""
 
     merge_words: bool
@@ -26,23 +26,23 @@ class Display:
         """Keyword arguments of the viz builders that write numbers in cells."""
         return asdict(self)
 
-    def tokens(self) -> dict[str, bool]:
+    def without_numbers(self) -> dict[str, bool]:
         """Keyword arguments of the builders whose cells are too small to write numbers in (grids, lines)."""
         return {"merge_words": self.merge_words, "show_special": self.show_special}
 
 
 @dataclass
-class Lesson:
-    """The charts the page drew, by section, for the lesson export (the step section follows its fragment).
+class Handout:
+    """The charts the page drew, by section, for the handout export (the step section follows its fragment).
 
     Sections come in the page's order: the view, the decoding steps, then the translation's probabilities.
     """
 
-    translation: list[LessonSection] = field(default_factory=list)
-    steps: list[LessonSection] = field(default_factory=list)
-    view: list[LessonSection] = field(default_factory=list)
+    translation: list[HandoutSection] = field(default_factory=list)
+    steps: list[HandoutSection] = field(default_factory=list)
+    view: list[HandoutSection] = field(default_factory=list)
 
-    def sections(self) -> list[LessonSection]:
+    def sections(self) -> list[HandoutSection]:
         return [*self.view, *self.steps, *self.translation]
 
 
@@ -56,9 +56,9 @@ class PageContext:
     config: TransformerConfig
     trace: Trace
     trace_key: TraceKey  # what the experiments' cached results are keyed on
-    display: Display
+    token_style: TokenStyle
     first_head: tuple[int, int]  # the cross-attention (layer, head) the page opens on
-    lesson: Lesson = field(default_factory=Lesson)
+    handout: Handout = field(default_factory=Handout)
     # where the sentence box and the view picker are drawn: None for the page's own flow, in presenter mode a
     # slot in the sidebar (explorer.sidebar.presenter_toggle)
     controls: DeltaGenerator | None = None

@@ -80,7 +80,7 @@ ATTRIBUTION_NAMES = {
 DISPLAY_NAMES = {"single": "Single head", "grid": "All heads", "heads": "Head view", "aggregates": "Aggregates"}
 DEVICE_NAMES = {"auto": "Auto", "cpu": "CPU", "cuda": "CUDA"}
 STATS_SOURCE_NAMES = {"sentence": "This sentence", "file": "A file of sentences"}
-PE_EXPERIMENT_NAMES = {"no-pe": "Remove the positional encoding", "shuffle": "Shuffle the source words"}
+WORD_ORDER_VARIANT_NAMES = {"no-pe": "Remove the positional encoding", "shuffle": "Shuffle the source words"}
 ABLATION_NAMES = {"zero": "zeros", "mean": "its mean output"}
 
 MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:])")
@@ -236,7 +236,7 @@ TRAIN_STATES = {
     "cancelled": "Cancelled before it started",
     "failed": "Failed",
 }
-LESSON_RESULT = (
+EXERCISE_RESULT = (
     "Each claim was measured with the default settings and seed 0, and the tests train every one again "
     "(tests/model/test_live.py); another seed may take a little longer."
 )

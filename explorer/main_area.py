@@ -61,7 +61,7 @@ def view_area(ctx: PageContext, choices: list[str], around: tuple[bool, bool]) -
     view = view_picker(st, choices, "collapsed")
     if surroundings(view) != around:
         st.rerun()
-    ctx.lesson.view, ctx.lesson.steps = [], []  # the view drawn now replaces the last one's charts in the lesson
+    ctx.handout.view, ctx.handout.steps = [], []  # the view drawn now replaces the last one's charts in the handout
     with view_settings(), st.container(key=VIEW_KEY):
         views.render(view, ctx)
     write_url_after_fragment()

@@ -8,7 +8,7 @@ from streamlit.delta_generator import DeltaGenerator
 import viz
 from explorer.components import assistive, reconnect, svg_download
 from explorer.compute import ModelKey, TraceKey, compute_trace, readable_head, source_words
-from explorer.context import Lesson, PageContext
+from explorer.context import Handout, PageContext
 from explorer.copy import (
     LANGUAGE_NAMES,
     NO_TARGET_LANGUAGE,
@@ -35,7 +35,7 @@ from model.heads import parse_module_name
 from model.tokenizer import starts_with_language_code, with_language_code
 from model.trace import Trace
 from model.translator import Translator
-from viz.export import lesson_html
+from viz.export import handout_html
 from viz.tables import TABLE_CSS
 
 DETAILS_LABEL = "Tokenization and how sure the model was of each token"  # the folded section under the view
@@ -153,7 +153,7 @@ def open_page() -> PageContext | None:
         )
     st.session_state.translation = trace.translation
     return PageContext(
-        entry, translator.config, trace, trace_key, display, first_head(entry, model_key), Lesson(), controls
+        entry, translator.config, trace, trace_key, display, first_head(entry, model_key), Handout(), controls
     )
 
 
@@ -231,12 +231,12 @@ def details_section(ctx: PageContext, hide_output: bool) -> None:
                 probabilities = viz.token_probabilities(
                     trace.predicted_pieces, trace.step_probs, title="Probability of each output token"
                 )
-                show_figure(probabilities, f"{ctx.file_stem}-probabilities", ctx.lesson.translation)
+                show_figure(probabilities, f"{ctx.file_stem}-probabilities", ctx.handout.translation)
     downloads(ctx)
 
 
 def downloads(ctx: PageContext) -> None:
-    """The trace as JSON or NPZ and the lesson as HTML, written only when a button is clicked (deferred data)."""
+    """The trace as JSON or NPZ and the handout as HTML, written only when a button is clicked (deferred data)."""
     trace, file_stem = ctx.trace, ctx.file_stem
     left, middle, right = st.columns(3)
     left.download_button(
@@ -246,18 +246,18 @@ def downloads(ctx: PageContext) -> None:
         "Download trace (NPZ)", trace.to_npz_bytes, f"{file_stem}.npz", "application/octet-stream", on_click="ignore"
     )
     right.download_button(
-        "Download lesson (HTML)",
-        lambda: lesson_file(ctx),
-        f"{file_stem}-lesson.html",
+        "Download handout (HTML)",
+        lambda: handout_file(ctx),
+        f"{file_stem}-handout.html",
         "text/html",
         on_click="ignore",
         help=EXPLANATIONS["export"],
-        key="lesson_download",
+        key="handout_download",
     )
 
 
-def lesson_file(ctx: PageContext) -> str:
-    """The lesson export of what the page shows now (its step section follows the fragment's reruns)."""
+def handout_file(ctx: PageContext) -> str:
+    """The handout export of what the page shows now (its step section follows the fragment's reruns)."""
     trace = ctx.trace
     facts = [
         ("Checkpoint", ctx.entry.name),
@@ -265,6 +265,6 @@ def lesson_file(ctx: PageContext) -> str:
         ("Translation", trace.translation),
         ("Decoding", ctx.mode),
     ]
-    return lesson_html(
-        "Attention explorer: a lesson on one sentence", ctx.lesson.sections(), facts=facts, caveat=CAVEAT
+    return handout_html(
+        "Attention explorer: a handout on one sentence", ctx.handout.sections(), facts=facts, caveat=CAVEAT
     )

@@ -19,10 +19,10 @@ from explorer.compute import (
     load_translator,
     open_models,
 )
-from explorer.context import Display
+from explorer.context import TokenStyle
 from explorer.copy import DEVICE_NAMES, LANGUAGE_NAMES, describe_card, escape_markdown
 from explorer.explanations import EXPLANATIONS
-from explorer.state import BEAM_SIZES, DEVICES, DISPLAY_TOGGLES, SEARCHES, bind, presenting
+from explorer.state import BEAM_SIZES, DEVICES, SEARCHES, TOKEN_STYLE_TOGGLES, bind, presenting
 from model.checkpoint import CheckpointEntry, read_card
 from model.decoding import Scoring
 from model.generation_defaults import AuthorsDecoding
@@ -67,8 +67,8 @@ def note_switch() -> None:
     st.session_state.checkpoint_switched = True
 
 
-def start_lesson() -> None:
-    """Presenter mode begins the lesson at its first view (the decoding steps) and its first step, where the
+def start_presentation() -> None:
+    """Presenter mode begins the presentation at its first view (the decoding steps) and its first step, where the
     arrow keys step through the translation; leaving it keeps the view on screen."""
     if st.session_state.presenter:
         st.session_state.view = views.choices(presenting=True)[0]
@@ -83,7 +83,7 @@ def presenter_toggle() -> DeltaGenerator | None:
     if not presenting():
         st.sidebar.title("Attention explorer")
         st.html(PAGE_CSS)
-    st.sidebar.toggle("Presenter mode", key="presenter", help=EXPLANATIONS["presenter"], on_change=start_lesson)
+    st.sidebar.toggle("Presenter mode", key="presenter", help=EXPLANATIONS["presenter"], on_change=start_presentation)
     if not presenting():
         return None
     st.html(PRESENTER_CSS)
@@ -178,7 +178,7 @@ def target_language_picker(translator: Translator) -> str | None:
     return code or None
 
 
-def settings_controls(max_len: int, authors: AuthorsDecoding | None) -> tuple[Decoding, Display]:
+def settings_controls(max_len: int, authors: AuthorsDecoding | None) -> tuple[Decoding, TokenStyle]:
     """Decoding and display settings; presenter mode hides them but keeps their values. ``authors``: an imported
     model's own decoding, offered as a preset that replaces the search settings."""
     if authors is not None:  # the preset's link only where the preset is: a model trained here has none
@@ -187,7 +187,7 @@ def settings_controls(max_len: int, authors: AuthorsDecoding | None) -> tuple[De
     bind("beam_size")
     bind("max_len", None, [None, *range(1, max_len - 1)])
     bind("teacher_forcing")
-    for key in DISPLAY_TOGGLES:
+    for key in TOKEN_STYLE_TOGGLES:
         bind(key)
     as_authors = authors is not None and st.session_state.authors_decoding
     if not presenting():
@@ -220,7 +220,7 @@ def settings_controls(max_len: int, authors: AuthorsDecoding | None) -> tuple[De
         decoding = Decoding(authors.beam_size, authors.max_len, authors.scoring)
     else:
         decoding = Decoding(beam_size=state.beam_size if state.decoding == "beam" else 1, max_len=state.max_len)
-    return decoding, Display(**{key: state[key] for key in DISPLAY_TOGGLES})
+    return decoding, TokenStyle(**{key: state[key] for key in TOKEN_STYLE_TOGGLES})
 
 
 def search_controls(max_len: int) -> None:

@@ -24,10 +24,10 @@ from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from model.analysis.ablation import ABLATION_MODES
 from model.analysis.head_stats import STATISTICS
-from model.analysis.positional import POSITIONAL_EXPERIMENTS, POSITIONAL_STACKS
+from model.analysis.word_order import WORD_ORDER_VARIANTS
 from model.config import POSITIONAL_ENCODINGS
 from model.decoding import DEFAULT_BEAM_SIZE
-from model.heads import ATTENTION_KINDS
+from model.heads import ATTENTION_KINDS, STACKS
 from model.training.live import D_MODEL_RANGE, HEAD_RANGE, LAYER_RANGE, LENGTH_RANGE, ToySettings
 from model.training.toy_tasks import TASKS
 
@@ -35,7 +35,7 @@ DEVICES = ("auto", "cpu", "cuda")
 SEARCHES = ("greedy", "beam")
 BEAM_SIZES = tuple(range(2, 11))  # the beam-size slider's choices (1 is greedy search)
 DISPLAYS = ("single", "grid", "heads", "aggregates")
-DISPLAY_TOGGLES = ("merge_words", "show_special", "annotate")
+TOKEN_STYLE_TOGGLES = ("merge_words", "show_special", "annotate")
 STATS_SOURCES = ("sentence", "file")
 ALL_QUERIES = -1  # head view: draw the lines of every query token
 AVERAGE_HEADS = -1  # quiz: the mean over the layer's heads decides where the model looks
@@ -62,13 +62,16 @@ def parse_text(raw: str) -> str:
 @dataclass(frozen=True)
 class Setting:
     """One URL-bound setting. ``parse`` turns one URL value into a widget value (ValueError when it cannot);
-    ``multi`` settings hold a list, written comma-separated. ``options`` None: free text, or given by the page."""
+    ``multi`` settings hold a list, written comma-separated. ``options`` None: free text, or given by the page.
+    ``former_keys``: the names older links used for it, read when the link is opened (the URL is then rewritten
+    with ``key``)."""
 
     key: str
     parse: Callable[[str], Any]
     default: Any = GIVEN_BY_THE_PAGE
     options: tuple[Any, ...] | None = GIVEN_BY_THE_PAGE
     multi: bool = False
+    former_keys: tuple[str, ...] = ()
 
     def from_url(self, raw: str, default: Any, options: Sequence[Any] | None) -> Any:
         """The URL text as this setting's value; ``default`` when it is not one of ``options``.
@@ -104,7 +107,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("grid_layers", parse_text),  # the all-heads grid's layers, "3-5" or "4"; choices given by the page
     Setting("head_view_query", int, ALL_QUERIES),
     Setting("head_view_heads", int, multi=True),
-    Setting("positional_side", parse_text, "encoder", POSITIONAL_STACKS),
+    Setting("positional_stack", parse_text, "encoder", STACKS, former_keys=("positional_side",)),
     Setting("positional_dimensions", int, multi=True),
     Setting("step", int, 0),
     Setting("step_layer", int),
@@ -126,9 +129,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("pair_sentence", parse_text, ""),
     Setting("ablate", parse_text, [], multi=True),
     Setting("ablation_mode", parse_text, "zero", ABLATION_MODES),
-    Setting("pe_experiment", parse_text, "no-pe", POSITIONAL_EXPERIMENTS),
-    Setting("pe_stacks", parse_text, list(POSITIONAL_STACKS), POSITIONAL_STACKS, multi=True),
-    Setting("pe_seed", int, 0, tuple(range(1000))),
+    Setting("word_order_variant", parse_text, "no-pe", WORD_ORDER_VARIANTS, former_keys=("pe_experiment",)),
+    Setting("word_order_stacks", parse_text, list(STACKS), STACKS, multi=True, former_keys=("pe_stacks",)),
+    Setting("word_order_seed", int, 0, tuple(range(1000)), former_keys=("pe_seed",)),
     # the Train view: the toy training's settings (model.training.live.ToySettings) and the head it watches
     Setting("train_task", parse_text, ToySettings.task, tuple(TASKS)),
     Setting("train_shortest", int, ToySettings.shortest, TRAIN_LENGTHS),
@@ -174,6 +177,17 @@ def valid(value: Any, options: Sequence[Any] | None) -> bool:
     return value in options
 
 
+def with_current_keys(url: dict[str, str]) -> dict[str, str]:
+    """The URL's parameters with the names older links used replaced by today's (a current name wins)."""
+    current = dict(url)
+    for setting in SETTINGS:
+        for former in setting.former_keys:
+            if former in current:
+                current.setdefault(setting.key, current[former])
+                del current[former]
+    return current
+
+
 def read_url() -> None:
     """Decide whether this run takes its state from the URL: on the page's first run and on Back/Forward.
 
@@ -188,7 +202,7 @@ def read_url() -> None:
     if not first_run and not getattr(context, "is_history_navigation", False):
         st.session_state.url_request = None
         return
-    url = st.query_params.to_dict()
+    url = with_current_keys(st.query_params.to_dict())
     st.session_state.url_request = url
     st.session_state.setdefault("url_defaults", {})
     for setting in SETTINGS:

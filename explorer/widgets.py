@@ -14,23 +14,25 @@ from explorer.explanations import CAVEAT, EXPLANATIONS
 from explorer.state import bind, presenting
 from model.heads import ATTENTION_KINDS, KIND_TITLES
 from model.trace import Trace
-from viz.export import LessonSection
+from viz.export import HandoutSection
 from viz.tables import TABLE_CSS
 
 
-def show_figure(figure: go.Figure, name: str, lesson: list[LessonSection] | None = None, explanation: str = "") -> None:
+def show_figure(
+    figure: go.Figure, name: str, handout: list[HandoutSection] | None = None, explanation: str = ""
+) -> None:
     """A chart whose toolbar camera button downloads it as ``name``.png, enlarged in presenter mode, with its text
     alternative under it: a line saying what it shows and a "Show as table" switch for the same numbers. The
     figure's margins are fitted to its labels (viz.fit_margins, in place), so the browser draws it once.
 
-    With ``lesson``, the chart (at normal size) and ``explanation`` also go into the lesson export.
+    With ``handout``, the chart (at normal size) and ``explanation`` also go into the handout export.
     """
     viz.fit_margins(figure)
     shown = viz.fit_margins(viz.enlarge(figure)) if presenting() else figure
     st.plotly_chart(shown, theme=None, config=viz.chart_config(name), key=f"chart-{name}")
     figure_as_text(viz.describe(figure), lambda: viz.figure_tables(figure), name)
-    if lesson is not None:
-        lesson.append(LessonSection(html.unescape(figure.layout.title.text or name), explanation, figure))
+    if handout is not None:
+        handout.append(HandoutSection(html.unescape(figure.layout.title.text or name), explanation, figure))
 
 
 def figure_as_text(description: str, tables: Callable[[], list[viz.FigureTable]], name: str) -> None:
@@ -100,6 +102,6 @@ def translations_markdown(rows: list[tuple[str, str]]) -> str:
     return "  \n".join(f"**{label}:** {escape_markdown(text) or '(empty)'}" for label, text in rows)
 
 
-def show_translations(rows: list[tuple[str, str]], title: str, lesson: list[LessonSection]) -> None:
+def show_translations(rows: list[tuple[str, str]], title: str, handout: list[HandoutSection]) -> None:
     st.markdown(translations_markdown(rows))
-    lesson.append(LessonSection(title, rows=rows))
+    handout.append(HandoutSection(title, rows=rows))

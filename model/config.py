@@ -9,7 +9,7 @@ from typing import Any
 ACTIVATIONS = ("relu", "gelu", "swish")
 POSITIONAL_LAYOUTS = ("interleaved", "marian")
 # What each stack adds to its embeddings: the paper's fixed sinusoids, nothing (the model then sees a bag of tokens:
-# the lesson of the Train view), or a learned vector per position (Gehring et al. 2017; section 3.5 compares them).
+# the exercise of the Train view), or a learned vector per position (Gehring et al. 2017; section 3.5 compares them).
 POSITIONAL_ENCODINGS = ("sinusoidal", "none", "learned")
 # Options written to config.json only when they differ from their default, so older configs match.
 OPTIONAL_FIELDS = (

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from model.config import TransformerConfig
 
+STACKS = ("encoder", "decoder")  # the two stacks of layers; each has its own embedding and positional encoding
 ATTENTION_KINDS = ("encoder", "decoder", "cross")
 # Kind -> (stack, attribute of the stack's layers): the module is "{stack}.layers.{layer}.{attribute}".
 _MODULES = {

@@ -72,7 +72,7 @@ def browser_ready() -> None:
 
 
 @pytest.fixture
-def lesson_files(monkeypatch) -> dict:
+def handout_files(monkeypatch) -> dict:
     """The deferred download callables the page registers, by file name (called here as a click would)."""
     from streamlit.runtime.media_file_manager import MediaFileManager
 
@@ -112,44 +112,44 @@ def hand_pair() -> tuple[Trace, Trace]:
 
 
 @pytest.fixture(scope="module")
-def lesson(tiny_checkpoint) -> tuple[str, list]:
-    """A lesson export (the HTML and its sections) with real figures of the tiny checkpoint, of several kinds
+def handout(tiny_checkpoint) -> tuple[str, list]:
+    """A handout export (the HTML and its sections) with real figures of the tiny checkpoint, of several kinds
     (bars, heatmaps, subplots, lines), and HOSTILE text in its facts and a table."""
     import viz
     from explorer.explanations import CAVEAT, EXPLANATIONS
-    from viz.export import LessonSection, lesson_html
+    from viz.export import HandoutSection, handout_html
 
     trace = load_checkpoint(tiny_checkpoint, device="cpu").trace("the girl sits.", beam_size=1)
     axes = viz.attention_axes(trace, "cross")
     step = viz.decoding_step(trace, 0, 1)
     sections = [
-        LessonSection(
+        HandoutSection(
             "Probability of each output token",
             "",
             viz.token_probabilities(trace.predicted_pieces, trace.step_probs, title="Probabilities"),
         ),
-        LessonSection(
+        HandoutSection(
             "Step 1", EXPLANATIONS["step"], viz.step_attention(step.cross_rows, trace.source_pieces, title="Step 1")
         ),
-        LessonSection(
+        HandoutSection(
             "Cross-attention",
             EXPLANATIONS["cross"],
             viz.attention_heatmap(axes.stack[0, 0], axes.query_pieces, axes.key_pieces, title="One head"),
         ),
-        LessonSection(
+        HandoutSection(
             "All heads",
             EXPLANATIONS["grid"],
             viz.attention_grid(axes.stack, axes.query_pieces, axes.key_pieces, title="All heads"),
         ),
-        LessonSection(
+        HandoutSection(
             "Head view",
             EXPLANATIONS["heads"],
             viz.head_view(axes.stack[1], axes.query_pieces, axes.key_pieces, title="Head view"),
         ),
-        LessonSection("Translation at each stage", rows=[("untrained", HOSTILE), ("final", trace.translation)]),
+        HandoutSection("Translation at each stage", rows=[("untrained", HOSTILE), ("final", trace.translation)]),
     ]
     facts = [("Source sentence", trace.source_text), ("Translation", trace.translation), ("Note", HOSTILE)]
-    return lesson_html("A lesson", sections, facts=facts, caveat=CAVEAT), sections
+    return handout_html("A handout", sections, facts=facts, caveat=CAVEAT), sections
 
 
 # --- checkpoint folders ---

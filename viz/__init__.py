@@ -5,6 +5,8 @@ Usable as is in a notebook::
     trace = load_checkpoint("checkpoints/multi30k-en-de").trace("Two dogs are playing in the snow.")
     axes = attention_axes(trace, "cross")
     attention_heatmap(axes.stack[0, 1], axes.query_pieces, axes.key_pieces, merge_words=True).show()
+
+The layout and the rules between the packages: docs/architecture.md.
 """
 
 from model.heads import ATTENTION_KINDS
@@ -13,7 +15,7 @@ from viz.attribution import attribution_maps, attribution_rows, source_share_fig
 from viz.beam import beam_tree_figure
 from viz.decoding import decoding_step_figure, step_attention, token_probabilities, top_k_figure
 from viz.evolution import evolution_figure
-from viz.export import LessonSection, lesson_html
+from viz.export import HandoutSection, handout_html
 from viz.grid import attention_grid
 from viz.head_lines import head_view, head_view_data
 from viz.head_stats import head_stats_frame, head_stats_heatmap, statistic_grid
@@ -22,8 +24,6 @@ from viz.interventions import (
     ablation_tokens_figure,
     importance_frame,
     importance_heatmap,
-    positional_attention_figure,
-    positional_tokens_figure,
     probability_change_figure,
     translation_diff_figure,
 )
@@ -38,6 +38,7 @@ from viz.tokens import TokenAttention, display_piece, select_tokens
 from viz.trace_views import AttentionAxes, DecodingStep, attention_axes, decoding_step
 from viz.training import alignment_grid, alignment_heatmap, training_curves
 from viz.whatif import fork_attention_figures, fork_info, fork_tokens_figure
+from viz.word_order import word_order_attention_figure, word_order_tokens_figure
 
 __all__ = [
     "ATTENTION_COLORSCALE",
@@ -46,7 +47,7 @@ __all__ = [
     "DecodingStep",
     "FigureTable",
     "Guess",
-    "LessonSection",
+    "HandoutSection",
     "QuizScore",
     "StepScore",
     "StepTruth",
@@ -83,16 +84,16 @@ __all__ = [
     "head_view_data",
     "importance_frame",
     "importance_heatmap",
-    "lesson_html",
+    "handout_html",
     "max_over_heads",
     "mean_over_heads",
     "pair_difference_heatmap",
     "pair_heatmaps",
-    "positional_attention_figure",
+    "word_order_attention_figure",
     "positional_curves",
     "positional_matrix",
     "positional_similarity",
-    "positional_tokens_figure",
+    "word_order_tokens_figure",
     "power_colorscale",
     "probability_change_figure",
     "score_step",

@@ -1,4 +1,4 @@
-"""A printable lesson: the views of one sentence as a single self-contained HTML file.
+"""A printable handout: the views of one sentence as a single self-contained HTML file.
 
 plotly.js is written inline once, in the page's head, so the file opens and draws its charts
 with no network at all (a classroom laptop, a USB stick, an e-mail attachment). Every text is
@@ -46,14 +46,14 @@ SVG_BUTTON_SCRIPT = (
     + json.dumps(PLOTLY_CONFIG)
     + ", {modeBarButtonsToAdd: [{\n"
     "  name: 'Download plot as an SVG (vector, for slides)', icon: Plotly.Icons.camera,\n"
-    "  click: function (gd) { Plotly.downloadImage(gd, {format: 'svg', filename: 'lesson-chart'}); }\n"
+    "  click: function (gd) { Plotly.downloadImage(gd, {format: 'svg', filename: 'handout-chart'}); }\n"
     "}]}));"
 )
 
 
 @dataclass(frozen=True)
-class LessonSection:
-    """One part of the lesson: a heading, how to read it (Markdown subset), its chart and a table, each optional.
+class HandoutSection:
+    """One part of the handout: a heading, how to read it (Markdown subset), its chart and a table, each optional.
 
     ``rows`` are (label, text) pairs of plain text, e.g. a model's translation at each training stage.
     """
@@ -84,14 +84,14 @@ def figure_html(figure: go.Figure) -> str:
     )
 
 
-def lesson_html(
+def handout_html(
     title: str,
-    sections: Sequence[LessonSection],
+    sections: Sequence[HandoutSection],
     *,
     facts: Sequence[tuple[str, str]] = (),
     caveat: str = "",
 ) -> str:
-    """The whole lesson as one HTML document: title, facts (label, value: plain text), caveat, sections.
+    """The whole handout as one HTML document: title, facts (label, value: plain text), caveat, sections.
 
     The result has no external references: plotly.js is inlined, no fonts or images are fetched.
     """

@@ -1,6 +1,6 @@
 """The head view: lines from each query token to each key token, one colour per head, opacity following the weight.
 
-head_view draws it as a plotly figure (the lesson export); head_view_data is what the page's own
+head_view draws it as a plotly figure (the handout export); head_view_data is what the page's own
 component draws in the browser (explorer/components/head_view.js).
 """
 

@@ -1,8 +1,8 @@
-"""Interventions drawn: a translation beside its ablated or position-free twin, token probabilities before and
-after, head importance as layers × heads heatmaps, and one head's attention in both runs.
+"""Interventions drawn: a translation beside its ablated twin, token probabilities before and after, head importance
+as layers × heads heatmaps; translation_diff_figure also draws the word-order experiment (viz.word_order).
 
 Every builder takes the plain data of model.analysis (ablation.AblationComparison, importance.HeadImportance,
-positional.PositionalComparison, alignment.TokenDiff) and never runs the model. Token labels are escaped with
+alignment.TokenDiff) and never runs the model. Token labels are escaped with
 viz.tokens.display_piece; titles are plain text, escaped here.
 """
 
@@ -19,9 +19,7 @@ from plotly.subplots import make_subplots
 from model.analysis.ablation import AblationComparison
 from model.analysis.alignment import TokenDiff
 from model.analysis.importance import HeadImportance
-from model.analysis.positional import PositionalComparison
-from model.heads import KIND_LABELS, KIND_TITLES, head_title, parse_module_name
-from viz.pairs import pair_heatmaps
+from model.heads import KIND_LABELS, KIND_TITLES
 from viz.style import LAYER_ROW_HEIGHT, add_layer_head_panel, base_layout, head_colour, token_rows
 from viz.tokens import display_labels
 
@@ -31,7 +29,6 @@ KEPT_COLOUR = "#eef2f7"  # a token both translations share
 CHANGE_COLORSCALE = [[0.0, KEPT_COLOUR], [0.5, KEPT_COLOUR], [0.5, CHANGED_COLOUR], [1.0, CHANGED_COLOUR]]
 IMPORTANCE_COLORSCALE = "RdBu_r"  # red: the translation needs the head; blue: it is likelier without it
 IMPORTANCE_SCALE_TITLE = "log-prob.<br>drop"  # the colour bar's title, short lines across its top
-EXPERIMENT_LABELS = {"no-pe": "without positional encoding", "shuffle": "source words shuffled"}
 
 
 def translation_diff_figure(
@@ -174,37 +171,3 @@ def importance_frame(importance: HeadImportance) -> pd.DataFrame:
         for rank, (ref, drop) in enumerate(importance.ranking(), start=1)
     ]
     return pd.DataFrame(rows, columns=["rank", "attention", "layer", "head", "drop"])
-
-
-def positional_tokens_figure(comparison: PositionalComparison, *, title: str = "") -> go.Figure:
-    """The original translation above the experiment's; changed tokens highlighted."""
-    label = EXPERIMENT_LABELS[comparison.experiment]
-    return translation_diff_figure(
-        comparison.diff,
-        comparison.original.step_probs,
-        comparison.modified.step_probs,
-        labels=("original", label),
-        title=title or f"Translation {label}",
-    )
-
-
-def positional_attention_figure(
-    comparison: PositionalComparison,
-    module_name: str,
-    head: int,
-    *,
-    merge_words: bool = False,
-    show_special: bool = True,
-    title: str = "",
-) -> go.Figure:
-    """The same head in the original (left panel, "Original") and in the experiment (right, e.g. "Without
-    positional encoding"), one colour scale, titled with the head. For the aligned difference draw
-    ``viz.pairs.pair_difference_heatmap(comparison.attention_pair(module_name, head))``."""
-    label = EXPERIMENT_LABELS[comparison.experiment]
-    return pair_heatmaps(
-        comparison.attention_pair(module_name, head),
-        merge_words=merge_words,
-        show_special=show_special,
-        panel_titles=("Original", label[0].upper() + label[1:]),
-        title=title or head_title(*parse_module_name(module_name), head),
-    )

@@ -4,7 +4,7 @@ cross-attention looks against where the task says it should.
 The toy tasks (copy, reverse, sort) say which source position each output step must read, so
 the caller passes those positions (``expected``) with a teacher-forced Trace of one held-out
 example, and each head's attention is drawn with those cells outlined: a class sees the heads
-find the alignment as training goes on. docs/train.md explains the view and its lessons.
+find the alignment as training goes on. docs/train.md explains the view and its exercises.
 """
 
 from __future__ import annotations
@@ -210,7 +210,7 @@ def alignment_grid(
     ``scores`` (per module name, per head: the share of steps whose strongest weight is on the
     expected position, as model.training.toy_tasks.alignment_scores measures it) is written at the
     foot of each panel, "L1 H2 · 85%": there it covers the </s> step, which has no expected
-    position, rather than a step the lesson is about. ``font_scale`` is attention_grid's
+    position, rather than a step the task is about. ``font_scale`` is attention_grid's
     (presenter mode); ``title`` (plain text) defaults to what the outlines mean.
     """
     axes = attention_axes(trace, "cross")

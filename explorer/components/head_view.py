@@ -4,7 +4,7 @@ The browser draws the lines (viz.head_view_data is what it gets), so pointing at
 the server nothing. Which query token is kept and which heads are on are page settings
 (``head_view_query``, ``head_view_heads``: in the URL, see explorer.state): a click or a chip
 sends a trigger, its callback copies it into the setting, and the rerun draws from the setting.
-The lesson export gets the same choice as a plotly figure (viz.head_view).
+The handout export gets the same choice as a plotly figure (viz.head_view).
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ def draw(
     tokens: dict[str, bool],
 ) -> tuple[int, list[int]]:
     """Draw one layer's (heads, queries, keys) ``weights`` as lines; returns the kept query (or ALL_QUERIES) and the
-    heads drawn, for the lesson export.
+    heads drawn, for the handout export.
 
     The view opens on ``default_head`` alone (and follows it until a chip is clicked); ``tokens`` are the display's
     merge/special options.

@@ -14,7 +14,7 @@ from explorer.state import ALL_QUERIES, DISPLAYS, bind, presenting, write_url_af
 from explorer.widgets import figure_as_text, how_to_read, layer_and_head_pickers, show_figure
 from model.analysis.attribution import attention_rollout
 from model.heads import KIND_TITLES, head_title
-from viz.export import LessonSection
+from viz.export import HandoutSection
 from viz.grid import grid_page_layers
 from viz.presenter import PRESENTER_SCALE
 from viz.trace_views import AttentionAxes
@@ -25,7 +25,7 @@ from viz.trace_views import AttentionAxes
 def render(ctx: PageContext, kind: str) -> None:
     """The view as a fragment: a new layer, head or display redraws this view alone, not the whole page (in a
     browser, re-rendering every element of the page was most of such a change: docs/performance.md)."""
-    ctx.lesson.view = []  # this fragment's charts replace the ones of its previous run
+    ctx.handout.view = []  # this fragment's charts replace the ones of its previous run
     draw(ctx, kind)
     write_url_after_fragment()
 
@@ -50,22 +50,22 @@ def draw(ctx: PageContext, kind: str) -> None:
         explanation = how_to_read(*topics)
     name = f"{ctx.file_stem}-{kind}-{mode}"
     title = KIND_TITLES[kind]
-    display = ctx.display
+    token_style = ctx.token_style
     with figure_area:
         if mode == "heads":
             head_view(ctx, axes, kind, (layer, head), f"{name}-L{layer}", explanation)
             return
         if mode == "single":
-            figure = viz.head_heatmap(axes, layer, head, **display.options(), title=head_title(kind, layer, head))
+            figure = viz.head_heatmap(axes, layer, head, **token_style.options(), title=head_title(kind, layer, head))
             name = f"{name}-L{layer}H{head}"
         elif mode == "grid":
-            figure = grid_figure(axes, grid_layers, display.tokens(), title)
+            figure = grid_figure(axes, grid_layers, token_style.without_numbers(), title)
             if len(grid_layers) < len(axes.stack):
                 name = f"{name}-L{layers_key(grid_layers)}"
         else:
-            figure = aggregates_figure(axes, kind, layer, display.options(), f"{title}, layer {layer}: aggregates")
+            figure = aggregates_figure(axes, kind, layer, token_style.options(), f"{title}, layer {layer}: aggregates")
             name = f"{name}-L{layer}"
-        show_figure(figure, name, ctx.lesson.view, explanation)
+        show_figure(figure, name, ctx.handout.view, explanation)
 
 
 def grid_layer_choices(n_layers: int, n_heads: int) -> dict[str, range]:
@@ -135,11 +135,11 @@ def aggregates_figure(axes: AttentionAxes, kind: str, layer: int, options: dict[
 def head_view(
     ctx: PageContext, axes: AttentionAxes, kind: str, layer_head: tuple[int, int], name: str, explanation: str
 ) -> None:
-    """The layer's heads as lines, drawn in the browser, opening on the head picked beside it; the lesson export
+    """The layer's heads as lines, drawn in the browser, opening on the head picked beside it; the handout export
     gets the same heads and query as a plotly figure."""
     layer, head = layer_head
     title = f"{head_title(kind, layer)} – all heads"
-    tokens = ctx.display.tokens()
+    tokens = ctx.token_style.without_numbers()
     stack = axes.stack[layer]
     query, heads = head_view_component.draw(
         stack, axes.query_pieces, axes.key_pieces, title=title, filename=name, default_head=head, tokens=tokens
@@ -153,8 +153,8 @@ def head_view(
         **tokens,
         title=title,
     )
-    ctx.lesson.view.append(LessonSection(title, explanation, figure))
-    options = ctx.display.options()
+    ctx.handout.view.append(HandoutSection(title, explanation, figure))
+    options = ctx.token_style.options()
 
     def tables() -> list[viz.FigureTable]:  # one per head drawn, as its single-head heatmap holds it
         heatmaps = [viz.head_heatmap(axes, layer, h, **options, title=head_title(kind, layer, h)) for h in heads]

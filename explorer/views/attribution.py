@@ -29,7 +29,7 @@ def unique_labels(words: list[str]) -> list[str]:
 def render(ctx: PageContext) -> None:
     """Pick an output word (its button); each method's source shares for it side by side, then every word's."""
     explanation = how_to_read("attribution")
-    trace, display = ctx.trace, ctx.display
+    trace, token_style = ctx.trace, ctx.token_style
     outputs = viz.attention_axes(trace, "cross").query_pieces  # the token each step wrote
     steps = list(range(len(outputs)))
     bind("attribution_step", options=steps)
@@ -43,11 +43,11 @@ def render(ctx: PageContext) -> None:
         viz.attribution_rows(
             {name: attribution.source[step] for name, attribution in found.items()},
             trace.source_pieces,
-            **display.tokens(),
+            **token_style.without_numbers(),
             title=f"Where “{word}” (step {step + 1}) comes from",
         ),
         f"{ctx.file_stem}-attribution-step{step}",
-        ctx.lesson.view,
+        ctx.handout.view,
         explanation,
     )
     show_figure(
@@ -55,17 +55,17 @@ def render(ctx: PageContext) -> None:
             {name: attribution.source for name, attribution in found.items()},
             outputs,
             trace.source_pieces,
-            **display.tokens(),
+            **token_style.without_numbers(),
             title="Every output word",
         ),
         f"{ctx.file_stem}-attribution-map",
-        ctx.lesson.view,
+        ctx.handout.view,
     )
     alti = found[ATTRIBUTION_NAMES["alti_plus"]]
     show_figure(
         viz.source_share_figure(outputs, alti.source.sum(axis=1), title="Source or own words? (ALTI+)"),
         f"{ctx.file_stem}-attribution-source-share",
-        ctx.lesson.view,
+        ctx.handout.view,
     )
     fallback = alti_fallback_notice(alti.params.get("fallback_rows", {}))
     if fallback:

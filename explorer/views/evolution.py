@@ -15,7 +15,7 @@ from explorer.widgets import attention_kind_picker, how_to_read, layer_and_head_
 from model.checkpoint import CheckpointError, find_snapshots, read_card
 from model.heads import head_title
 from model.trace import Trace
-from viz.export import LessonSection
+from viz.export import HandoutSection
 
 
 def training_stages(
@@ -48,7 +48,7 @@ def training_stages(
 
 def render(ctx: PageContext) -> None:
     """The same head at each training stage, side by side, and each stage's own translation."""
-    lesson = ctx.lesson.view
+    handout = ctx.handout.view
     explanation = how_to_read("evolution")
     snapshots = find_snapshots(ctx.entry.path)
     if len(snapshots) == 1:
@@ -73,12 +73,12 @@ def render(ctx: PageContext) -> None:
         panels,
         final_axes.query_pieces,
         final_axes.key_pieces,
-        **ctx.display.options(),
+        **ctx.token_style.options(),
         # the head alone: the panels ("untrained", "early in training", "finished model") say when, and a
         # longer title reaches the chart's toolbar in presenter mode
         title=head_title(kind, layer, head),
     )
-    show_figure(figure, f"{ctx.file_stem}-{kind}-evolution-L{layer}H{head}", lesson, explanation)
+    show_figure(figure, f"{ctx.file_stem}-{kind}-evolution-L{layer}H{head}", handout, explanation)
     st.markdown("**The translation at each stage** (each stage translating on its own)")
     st.dataframe(
         pd.DataFrame(translations, columns=["stage", "translation", "about this stage"]),
@@ -86,4 +86,4 @@ def render(ctx: PageContext) -> None:
         width="stretch",
     )
     rows = [(label, translation) for label, translation, _ in translations]
-    lesson.append(LessonSection("The translation at each stage", rows=rows))
+    handout.append(HandoutSection("The translation at each stage", rows=rows))

@@ -131,7 +131,7 @@ def show_answer(ctx: PageContext, step: int, layer: int) -> None:
             viz.step_attention(
                 rows,
                 trace.source_pieces,
-                **{**ctx.display.options(), "merge_words": True},
+                **{**ctx.token_style.options(), "merge_words": True},
                 title=f"Where it looked, layer {layer}",
             ),
             f"{file_stem}-quiz-step{step}-cross",

@@ -14,7 +14,7 @@ class View:
     key: str
     label: str
     render: Callable[[PageContext], None]
-    # The view presenter mode opens on (the decoding steps: the lesson starts at its first step).
+    # The view presenter mode opens on (the decoding steps: the presentation starts at its first step).
     opens_presenter: bool = False
     # False for a view that is not about the sentence (the Train view): the page leaves out its translation
     about_the_sentence: bool = True

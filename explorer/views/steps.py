@@ -43,7 +43,7 @@ def step_buttons(n_steps: int) -> None:
 @in_turn
 def render(ctx: PageContext) -> None:
     """Step navigation reruns only this fragment: the rest of the page and the model stay put."""
-    trace, display, file_stem = ctx.trace, ctx.display, ctx.file_stem
+    trace, token_style, file_stem = ctx.trace, ctx.token_style, ctx.file_stem
     n_steps = trace.n_steps
     bind("step", options=list(range(n_steps)))
     step_buttons(n_steps)
@@ -77,16 +77,16 @@ def render(ctx: PageContext) -> None:
         + (" → " if presenting() else "\n\nPredicted next token: ")
         + f"{pieces_markdown([step.predicted])} with probability {step.predicted_probability:.3f}"
     )
-    lesson = ctx.lesson.steps = []  # this fragment's chart replaces the one of its previous run
+    handout = ctx.handout.steps = []  # this fragment's chart replaces the one of its previous run
     figure = viz.decoding_step_figure(
         step,
         trace.source_pieces,
-        **display.options(),
+        **token_style.options(),
         title=f"Step {step.step + 1}: next token and attention, decoder layer {layer}",
         panel_titles=STEP_PANELS,
         attention_first=presenting(),
         cross_row_height=PRESENTER_ROW_HEIGHT if presenting() else ROW_HEIGHT,
     )
     with figures:
-        show_figure(figure, f"{file_stem}-step{step.step}", lesson, explanation)
+        show_figure(figure, f"{file_stem}-step{step.step}", handout, explanation)
     write_url_after_fragment()

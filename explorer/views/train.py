@@ -20,7 +20,7 @@ from streamlit.runtime.scriptrunner import get_script_run_ctx
 import viz
 from explorer.compute import checkpoints_dir, trained_folder, training_pool
 from explorer.context import PageContext
-from explorer.copy import LESSON_RESULT, TRAIN_STATES, escape_markdown
+from explorer.copy import EXERCISE_RESULT, TRAIN_STATES, escape_markdown
 from explorer.explanations import EXPLANATIONS
 from explorer.state import (
     TRAIN_D_MODELS,
@@ -35,7 +35,7 @@ from explorer.state import (
 from explorer.widgets import how_to_read, show_figure
 from model.config import POSITIONAL_ENCODINGS
 from model.heads import head_title, module_name
-from model.training.lessons import LESSONS, Lesson
+from model.training.exercises import EXERCISES, Exercise
 from model.training.live import ToyRun, ToySettings
 from model.training.pool import JobView
 from model.training.toy_tasks import TASKS
@@ -143,9 +143,9 @@ def reset() -> None:
     st.session_state.train_message = None
 
 
-def try_lesson(lesson: Lesson) -> None:
-    """Put a lesson's settings into the widgets (the person presses Start)."""
-    settings = lesson.settings()
+def try_exercise(exercise: Exercise) -> None:
+    """Put a exercise's settings into the widgets (the person presses Start)."""
+    settings = exercise.settings()
     for key, field in SETTING_FIELDS.items():
         st.session_state[key] = getattr(settings, field)
 
@@ -172,13 +172,15 @@ def buttons(job: JobView | None, settings: ToySettings) -> None:
         st.error(st.session_state.train_message)
 
 
-def lessons_panel() -> None:
-    """The lessons: each button puts its settings into the widgets, and the text says what it should show."""
+def exercises_panel() -> None:
+    """The exercises: each button puts its settings into the widgets, and the text says what it should show."""
     with st.expander("Try this", icon=":material/science:", expanded=True):
-        for index, lesson in enumerate(LESSONS):
-            st.button(lesson.title, key=f"train_lesson_{index}", on_click=try_lesson, args=(lesson,), width="stretch")
-            st.caption(lesson.expect)
-        st.caption(LESSON_RESULT)
+        for index, exercise in enumerate(EXERCISES):
+            st.button(
+                exercise.title, key=f"train_exercise_{index}", on_click=try_exercise, args=(exercise,), width="stretch"
+            )
+            st.caption(exercise.expect)
+        st.caption(EXERCISE_RESULT)
 
 
 def status_line(job: JobView) -> None:
@@ -320,6 +322,6 @@ def render(ctx: PageContext) -> None:  # noqa: ARG001 - a view's signature; this
             buttons(job, settings)
             if job is not None and job.run is not None and not job.active:
                 finished_panel(job.run)
-        lessons_panel()
+        exercises_panel()
     with live:
         live_panel(job)

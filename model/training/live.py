@@ -8,7 +8,7 @@ the step's loss and, every ``eval_every`` steps, the held-out exact match and th
 cross-attention of one fixed held-out example, teacher-forced on its right answer. The result
 (a ``ToyRun``) is plain data (weights, optimiser state, tokenizer bytes, history) that pickles
 across processes, continues with more steps, and becomes a ``Translator`` or a checkpoint
-folder like any shipped one. docs/train.md explains the view and its lessons.
+folder like any shipped one. docs/train.md explains the view and its exercises.
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ from model.transformer import Transformer
 from model.translator import Translator
 
 # What a person may ask for: small enough that a step takes milliseconds on one CPU thread and a class's trainings
-# fit in memory together, large enough for every lesson.
+# fit in memory together, large enough for every exercise.
 LAYER_RANGE = (1, 4)
 HEAD_RANGE = (1, 8)
 D_MODEL_RANGE = (16, 128)

@@ -1,1 +1,1 @@
-"""Tests that drive a real `streamlit run` server or a lesson file in headless Chromium through Selenium."""
+"""Tests that drive a real `streamlit run` server or a handout file in headless Chromium through Selenium."""

@@ -1,7 +1,7 @@
 """The page as a student with a screen reader, a keyboard or a zoomed browser meets it (docs/accessibility.md).
 
 axe-core (the npm package in tests/browser/package.json, which `.ci/run` installs with `npm ci`) checks the WCAG 2.1
-A and AA rules in every view, every experiment, presenter mode and the exported lesson, in headless Chromium at
+A and AA rules in every view, every experiment, presenter mode and the exported handout, in headless Chromium at
 1280x800 on the shipped default checkpoint. Skipped with the reason when Chromium or axe-core is missing, except
 under CI=true, where either missing fails.
 """
@@ -118,16 +118,16 @@ def test_no_serious_violations_in_any_view_experiment_or_presenter_mode(shipped_
     assert {state: found for state, found in report.items() if found} == {}
 
 
-def test_no_serious_violations_in_the_exported_lesson(lesson, driver, axe_script, tmp_path):
-    document, sections = lesson
-    path = tmp_path / "lesson.html"
+def test_no_serious_violations_in_the_exported_handout(handout, driver, axe_script, tmp_path):
+    document, sections = handout
+    path = tmp_path / "handout.html"
     path.write_text(document, encoding="utf-8")
     driver.get(path.as_uri())
     n_charts = sum(1 for section in sections if section.figure)
     wait_until(
         driver,
         lambda d: d.execute_script("return document.querySelectorAll('.js-plotly-plot .main-svg').length") >= n_charts,
-        "the lesson's charts were never drawn",
+        "the handout's charts were never drawn",
     )
     assert blocking_violations(driver, axe_script) == []
 

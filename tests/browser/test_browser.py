@@ -121,7 +121,7 @@ def test_a_new_head_redraws_the_view_alone_and_keeps_the_link(server, network_dr
 def test_a_switch_between_views_of_the_sentence_reruns_the_view_alone(server, network_driver, tmp_path):
     """The view picker and the view are a fragment (explorer.main_area.view_area): a switch between views of the
     sentence reruns it alone (every element sent belongs to a fragment), the link drops the last view's settings and
-    the lesson holds the view now drawn, not the last one's chart. A switch to the quiz, which hides the
+    the handout holds the view now drawn, not the last one's chart. A switch to the quiz, which hides the
     translation, runs the page."""
     driver = network_driver
     driver.execute_cdp_cmd("Browser.setDownloadBehavior", {"behavior": "allow", "downloadPath": str(tmp_path)})
@@ -137,11 +137,11 @@ def test_a_switch_between_views_of_the_sentence_reruns_the_view_alone(server, ne
     assert "step=" not in driver.current_url
     view_runs = received_deltas(driver)
     assert view_runs and all(delta.delta.fragment_id for delta in view_runs)
-    click_button(driver, "Download lesson (HTML)")
-    saved = tmp_path / "tiny-en-de-lesson.html"
-    wait_until(driver, lambda d: saved.exists() and saved.stat().st_size > 0, "the lesson never arrived")
-    lesson = saved.read_text(encoding="utf-8")
-    assert "Encoder layer" in lesson and "Step 2:" not in lesson
+    click_button(driver, "Download handout (HTML)")
+    saved = tmp_path / "tiny-en-de-handout.html"
+    wait_until(driver, lambda d: saved.exists() and saved.stat().st_size > 0, "the handout never arrived")
+    handout = saved.read_text(encoding="utf-8")
+    assert "Encoder layer" in handout and "Step 2:" not in handout
     click_button(driver, "Quiz")
     wait_for_page_run(driver, "the switch to the quiz sent no sidebar element: the page around it was not redrawn")
     wait_until(driver, lambda d: translation_text(d) is None, "the quiz shows the translation")
@@ -489,7 +489,7 @@ def test_first_screen_at_1280x800_shows_the_translation_and_cross_attention_and_
         )
         assert translation_text(driver) == second.translation
         assert console_errors(driver) == []
-        # presenter mode opens the lesson on the decoding steps: the step's cross-attention is on the first screen
+        # presenter mode opens the presentation on the decoding steps: the step's cross-attention is on the first screen
         driver.get(f"{url}/?presenter=true")
         wait_until(driver, lambda d: step_text(d).startswith("Step 1 of"), "presenter mode did not start at step 1")
         box = wait_until(driver, lambda d: d.execute_script(FIRST_CHART_BOX), "the step's chart never drew")

@@ -1,4 +1,4 @@
-"""The lesson export in Debian's headless Chromium, opened from a local file: the lesson fixture
+"""The handout export in Debian's headless Chromium, opened from a local file: the handout fixture
 (tests/conftest.py) and the one the page's download button gives draw every chart with no network.
 
 Skipped with the reason when Chromium is missing, except under CI=true, where a missing browser fails.
@@ -32,14 +32,14 @@ return Array.from(document.querySelectorAll('.js-plotly-plot')).map(gd => ({
 
 
 def open_offline(document: str, folder: Path) -> list[dict]:
-    """Open the lesson as a local file in Chromium; once every chart is drawn, its charts (titles, marks drawn).
+    """Open the handout as a local file in Chromium; once every chart is drawn, its charts (titles, marks drawn).
 
     Fails when a chart is not drawn or lacks its SVG button, the first chart's SVG button does not download
     an SVG drawing, something outside the file was requested, or the console logged an error.
     """
     from selenium.webdriver.support.ui import WebDriverWait
 
-    path = folder / "lesson.html"
+    path = folder / "handout.html"
     path.write_text(document, encoding="utf-8")
     n_charts = document.count("Plotly.newPlot(")
     with chromium(Path(tempfile.mkdtemp(prefix="chromium-profile-"))) as driver:
@@ -56,7 +56,7 @@ def open_offline(document: str, folder: Path) -> list[dict]:
         downloads = folder / "downloads"
         driver.execute_cdp_cmd("Browser.setDownloadBehavior", {"behavior": "allow", "downloadPath": str(downloads)})
         driver.execute_script("document.querySelector('.modebar-btn[data-title^=\"Download plot as an SVG\"]').click()")
-        saved = downloads / "lesson-chart.svg"
+        saved = downloads / "handout-chart.svg"
         WebDriverWait(driver, WAIT_S, poll_frequency=0.5).until(
             lambda d: saved.exists() and saved.stat().st_size > 0, "the chart's SVG never arrived"
         )
@@ -68,16 +68,16 @@ def open_offline(document: str, folder: Path) -> list[dict]:
     return charts
 
 
-def test_the_file_opens_offline_in_chromium_with_every_chart_drawn(browser_ready, lesson, tmp_path):
-    document, sections = lesson
+def test_the_file_opens_offline_in_chromium_with_every_chart_drawn(browser_ready, handout, tmp_path):
+    document, sections = handout
     charts = open_offline(document, tmp_path)
     assert [chart["title"] for chart in charts] == [s.figure.layout.title.text for s in sections if s.figure]
 
 
 def test_the_pages_own_export_opens_offline_in_chromium(
-    browser_ready, tiny_checkpoint, lesson_files, monkeypatch, tmp_path
+    browser_ready, tiny_checkpoint, handout_files, monkeypatch, tmp_path
 ):
-    """The file the page's "Download lesson (HTML)" button gives, for the cross-attention view at step 2."""
+    """The file the page's "Download handout (HTML)" button gives, for the cross-attention view at step 2."""
 
     monkeypatch.setenv(CHECKPOINTS_ENV, str(tiny_checkpoint.parent))
     app = AppTest.from_file(APP, default_timeout=60)
@@ -85,7 +85,7 @@ def test_the_pages_own_export_opens_offline_in_chromium(
     app.run()
     assert_ok(app)
     page_titles = chart_titles(app)
-    document = lesson_files[f"{tiny_checkpoint.name}-lesson.html"]()
+    document = handout_files[f"{tiny_checkpoint.name}-handout.html"]()
     assert not EXTERNAL_REFERENCE.search(document)
     charts = open_offline(document, tmp_path)
     assert [chart["title"] for chart in charts] == page_titles

@@ -293,7 +293,7 @@ def test_positional_view(app):
     assert_ok(app)
     titles = [spec["layout"]["title"]["text"] for spec in chart_specs(app)]
     assert "Positional encoding added at each position" in titles and "Size of position vs. size of token" in titles
-    app.radio(key="positional_side").set_value("decoder").run()
+    app.radio(key="positional_stack").set_value("decoder").run()
     assert_ok(app)
 
 
@@ -440,7 +440,7 @@ def test_each_setting_recomputes_exactly_what_depends_on_it(app, monkeypatch):
 
 def test_trace_downloads(app):
     labels = [button.proto.label for button in app.get("download_button")]
-    assert labels == ["Download trace (JSON)", "Download trace (NPZ)", "Download lesson (HTML)"]
+    assert labels == ["Download trace (JSON)", "Download trace (NPZ)", "Download handout (HTML)"]
 
 
 def test_real_default_checkpoint(monkeypatch):

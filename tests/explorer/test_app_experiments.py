@@ -31,7 +31,7 @@ from model.analysis.head_stats import batch_head_statistics, trace_head_statisti
 from model.analysis.importance import head_importance
 from model.analysis.internals import attention_stages
 from model.analysis.pairs import attention_pair
-from model.analysis.positional import compare_positional, shuffle_source_words
+from model.analysis.word_order import compare_word_order, shuffle_source_words
 from model.card import Card
 from model.checkpoint import read_card
 from model.heads import HeadRef
@@ -291,9 +291,9 @@ def test_switching_heads_off_shows_both_translations_and_the_importance_heatmap(
 
 
 def test_word_order_experiments_show_both_translations(new_app, translator):
-    app = new_app(experiment="word_order", pe_stacks="encoder")
+    app = new_app(experiment="word_order", word_order_stacks="encoder")
     assert_ok(app)
-    without = compare_positional(translator, SENTENCE, "no-pe", beam_size=1, max_len=MAX_LEN, stacks=("encoder",))
+    without = compare_word_order(translator, SENTENCE, "no-pe", beam_size=1, max_len=MAX_LEN, stacks=("encoder",))
     shown = translations_shown(app)
     assert shown["Original"] == as_shown(without.original.translation)
     assert shown["Without positional encoding"] == as_shown(without.modified.translation)
@@ -303,10 +303,10 @@ def test_word_order_experiments_show_both_translations(new_app, translator):
         "Original",
         "Without positional encoding",
     ]
-    app.segmented_control(key="pe_experiment").set_value("shuffle").run()
-    app.number_input(key="pe_seed").set_value(2).run()
+    app.segmented_control(key="word_order_variant").set_value("shuffle").run()
+    app.number_input(key="word_order_seed").set_value(2).run()
     assert_ok(app)
-    shuffled = compare_positional(translator, SENTENCE, "shuffle", seed=2, beam_size=1, max_len=MAX_LEN)
+    shuffled = compare_word_order(translator, SENTENCE, "shuffle", seed=2, beam_size=1, max_len=MAX_LEN)
     shown = translations_shown(app)
     assert shown["Shuffled sentence"] == escape_markdown(shuffle_source_words(SENTENCE, 2)) != escape_markdown(SENTENCE)
     assert shown["Source words shuffled"] == as_shown(shuffled.modified.translation)
@@ -315,7 +315,7 @@ def test_word_order_experiments_show_both_translations(new_app, translator):
     module = "decoder.layers.0.cross_attn"
     for data, trace in zip(both["data"], (shuffled.original, shuffled.modified), strict=True):
         assert np.allclose(plotly_array(data["z"]), trace.attention[module][0], atol=1e-6)
-    assert app.query_params["pe_experiment"] == "shuffle" and app.query_params["pe_seed"] == "2"
+    assert app.query_params["word_order_variant"] == "shuffle" and app.query_params["word_order_seed"] == "2"
 
 
 # --- state, explanations, export ---
@@ -329,8 +329,8 @@ def test_a_url_opens_each_experiment_in_its_state_and_bad_values_fall_back(new_a
     assert app.segmented_control(key="ablation_mode").value == "mean"
     assert chart_titled(app, "Translation without 2 heads (mean ablation)")
     assert app.query_params == {"sentence": SENTENCE, "max_len": str(MAX_LEN), "view": "experiments", **query}
-    app = new_app(experiment="word_order", pe_experiment="no-pe", pe_stacks="decoder")
-    assert app.pills(key="pe_stacks").value == ["decoder"]
+    app = new_app(experiment="word_order", word_order_variant="no-pe", word_order_stacks="decoder")
+    assert app.pills(key="word_order_stacks").value == ["decoder"]
     app = new_app(experiment="nope", module_kind="sideways", ablate="cross.9.9", fork_step="99", query_row="x")
     assert_ok(app)
     assert app.segmented_control(key="experiment").value == "whatif"
@@ -355,10 +355,10 @@ def test_each_experiment_explains_itself_with_the_caveat_where_it_shows_attentio
         assert caveat == (experiment != "ablation"), experiment  # ablation shows translations, not attention
 
 
-def test_lesson_export_holds_the_experiment_on_screen(new_app, lesson_files, translator):
+def test_handout_holds_the_experiment_on_screen(new_app, handout_files, translator):
     app = new_app(experiment="ablation", ablate="cross.0.0")
     assert_ok(app)
-    document = lesson_files["tiny-en-de-lesson.html"]()
+    document = handout_files["tiny-en-de-handout.html"]()
     sections = re.findall(r"<section><h2>(.*?)</h2>", document)
     assert "Heads switched off" in sections
     assert [title for title in sections if title.startswith(("Head importance", "Translation with"))] == [

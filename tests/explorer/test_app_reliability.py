@@ -151,7 +151,7 @@ def word_sources_page(tiny_checkpoint) -> Iterator[AppTest]:
 
 
 @pytest.mark.parametrize("name", BAD_INPUTS)
-def test_bad_input_in_the_word_sources_view_never_crashes(word_sources_page, translator, lesson_files, name):
+def test_bad_input_in_the_word_sources_view_never_crashes(word_sources_page, translator, handout_files, name):
     """Each input after the one before, so a picked word the new sentence does not have is met too."""
     page = word_sources_page
     text = as_sent_by_browser(BAD_INPUTS[name])
@@ -171,7 +171,7 @@ def test_bad_input_in_the_word_sources_view_never_crashes(word_sources_page, tra
     assert_ok(page)
     assert_no_markup_rendered(page)
     assert any(title.startswith("Where “") and f"(step {last_word + 1})" in title for title in chart_titles(page))
-    files = lesson_files.items()
+    files = handout_files.items()
     downloads = {Path(file_name).suffix: make for file_name, make in files if "-attributions." in file_name}
     assert set(json.loads(downloads[".json"]())["attributions"]) == set(ATTRIBUTION_METHODS)
     assert set(attributions_from_npz(downloads[".npz"]())) == set(ATTRIBUTION_METHODS)

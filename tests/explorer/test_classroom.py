@@ -1,4 +1,4 @@
-"""Classroom mode: the state in the URL (both ways, and Back), presenter mode, quiz, training evolution, lesson export.
+"""Classroom mode: the state in the URL (both ways, and Back), presenter mode, quiz, training evolution, handout.
 
 App tests run app.py under AppTest on small random checkpoints, one of them with training
 snapshots made here (the classroom_checkpoints fixture, tests/conftest.py). The Back button in a
@@ -194,7 +194,7 @@ def shared_links(classroom_checkpoints: Path) -> list[dict[str, str]]:
             "annotate": "true",
         },
         {"view": "encoder", "display": "grid", "grid_layers": "1"},  # the all-heads grid of one layer
-        {"view": "positional", "positional_side": "decoder", "positional_dimensions": "3,1", "presenter": "true"},
+        {"view": "positional", "positional_stack": "decoder", "positional_dimensions": "3,1", "presenter": "true"},
         {
             "sentence": SENTENCE,
             "view": "quiz",
@@ -227,8 +227,8 @@ def shared_links(classroom_checkpoints: Path) -> list[dict[str, str]]:
         {**experiments, "experiment": "stats", "statistic": list(STATISTICS)[1], "stats_source": "file"},
         {**experiments, "experiment": "pair", "pair_sentence": "a dog runs.", "module_kind": "encoder"},
         {**experiments, "experiment": "ablation", "ablation_mode": "mean", "ablate": "cross.1.2,encoder.0.1"},
-        {**experiments, "experiment": "word_order", "pe_experiment": "shuffle", "pe_seed": "2"},
-        {**experiments, "experiment": "word_order", "pe_stacks": "decoder"},
+        {**experiments, "experiment": "word_order", "word_order_variant": "shuffle", "word_order_seed": "2"},
+        {**experiments, "experiment": "word_order", "word_order_stacks": "decoder"},
         {
             "view": "train",
             "train_task": "sort",
@@ -264,11 +264,34 @@ def test_a_shared_url_restores_every_setting(new_app, classroom_checkpoints):
         assert app.query_params == link  # nothing dropped, nothing added: the same link shares the same page
     app = new_app().run()  # and the other way: a setting changed on the page reopens from its URL
     app.segmented_control(key="view").set_value("positional").run()
-    app.radio(key="positional_side").set_value("decoder").run()
+    app.radio(key="positional_stack").set_value("decoder").run()
     app.multiselect(key="positional_dimensions").select(7).run()
     reopened = new_app(**app.query_params).run()
-    assert reopened.session_state["positional_side"] == "decoder"
+    assert reopened.session_state["positional_stack"] == "decoder"
     assert reopened.session_state["positional_dimensions"] == app.session_state["positional_dimensions"]
+
+
+# Links shared before a setting was renamed, and the same links with today's names.
+FORMER_LINKS = [
+    (
+        {"view": "experiments", "experiment": "word_order", "pe_experiment": "shuffle", "pe_seed": "2"},
+        {"view": "experiments", "experiment": "word_order", "word_order_variant": "shuffle", "word_order_seed": "2"},
+    ),
+    (
+        {"view": "experiments", "experiment": "word_order", "pe_stacks": "decoder"},
+        {"view": "experiments", "experiment": "word_order", "word_order_stacks": "decoder"},
+    ),
+    ({"view": "positional", "positional_side": "decoder"}, {"view": "positional", "positional_stack": "decoder"}),
+]
+
+
+@pytest.mark.parametrize(("former", "current"), FORMER_LINKS, ids=lambda link: ",".join(link))
+def test_a_link_with_a_former_setting_name_still_opens_its_page(new_app, former, current):
+    """An old link opens the same page as today's, and the page rewrites the URL with today's names."""
+    app = new_app(**former).run()
+    assert_ok(app)
+    assert {key: url_text(app.session_state[key]) for key in current} == current
+    assert app.query_params == current
 
 
 def test_back_and_forward_restore_the_state_of_each_url(app):
@@ -307,7 +330,7 @@ def test_presenter_mode_shows_one_view_large_with_keyboard_steps(app, new_app, c
     app.button(key="step_next").click().run()
     app.segmented_control(key="view").set_value("encoder").run()
     normal_sidebar = [header.value for header in app.sidebar.header]
-    app.toggle(key="presenter").set_value(True).run()  # the lesson starts: first view, first step
+    app.toggle(key="presenter").set_value(True).run()  # the presentation starts: first view, first step
     assert_ok(app)
     assert normal_sidebar == ["Model", "Decoding", "Display"] and [h.value for h in app.sidebar.header] == ["Model"]
     assert not app.dataframe and not app.get("download_button") and not app.title
@@ -465,15 +488,15 @@ def test_evolution_view_says_when_a_checkpoint_has_no_snapshots(new_app):
     assert not [spec for spec in chart_specs(app) if "finished model" in str(spec["layout"].get("annotations"))]
 
 
-# --- lesson export ---
+# --- handout ---
 
 
-def test_lesson_export_holds_the_charts_on_screen(app, lesson_files, classroom_checkpoints):
+def test_handout_holds_the_charts_on_screen(app, handout_files, classroom_checkpoints):
     app.text_input(key="sentence").input(SENTENCE).run()
     app.segmented_control(key="view").set_value("steps").run()
     app.button(key="step_next").click().run()
     assert_ok(app)
-    document = lesson_files["tiny-en-de-lesson.html"]()
+    document = handout_files["tiny-en-de-handout.html"]()
     assert not EXTERNAL_SCRIPT.search(document)
     assert document.count("Plotly.newPlot(") == len(app.get("plotly_chart"))
     sections = re.findall(r"<section><h2>(.*?)</h2>", document)

@@ -90,15 +90,15 @@ def test_bad_settings_get_a_clear_message_and_train_nothing(checkpoints, monkeyp
     assert any(message in text for text in errors(app))
 
 
-def test_the_view_opens_on_its_settings_and_lessons_without_the_translation(checkpoints, monkeypatch, fresh_pool):
+def test_the_view_opens_on_its_settings_and_exercises_without_the_translation(checkpoints, monkeypatch, fresh_pool):
     app = train_page(checkpoints, monkeypatch)
     assert_ok(app)
     assert not errors(app)
     assert app.selectbox(key="train_task").value == "reverse"
     assert not any("Translation" in m.value for m in app.markdown)  # the view is not about the sentence
-    lessons = [b for b in app.button if b.key.startswith("train_lesson_")]
-    assert len(lessons) >= 5
-    lessons[2].click().run()  # copy without the positional encoding
+    exercises = [b for b in app.button if b.key.startswith("train_exercise_")]
+    assert len(exercises) >= 5
+    exercises[2].click().run()  # copy without the positional encoding
     assert app.selectbox(key="train_task").value == "copy"
     assert app.radio(key="train_positional").value == "none"
     assert "train_positional=none" in "&".join(f"{k}={v}" for k, v in app.query_params.items())

@@ -37,7 +37,7 @@ def positional_view_alone() -> None:
 
     import app  # noqa: F401 - importing the entry point must draw nothing
     from explorer.compute import ModelKey, TraceKey, compute_trace, load_translator
-    from explorer.context import Display, PageContext
+    from explorer.context import PageContext, TokenStyle
     from explorer.state import read_url
     from explorer.views import positional
     from model.checkpoint import CheckpointEntry, read_card
@@ -46,8 +46,10 @@ def positional_view_alone() -> None:
     key = TraceKey(ModelKey.of(path, "cpu"), "a man rides a blue bike in the park.", beam_size=1, max_len=None)
     entry = CheckpointEntry("tiny-en-de", path, read_card(path))
     read_url()
-    display = Display(merge_words=False, show_special=True, annotate=False)
-    positional.render(PageContext(entry, load_translator(key.model).config, compute_trace(key), key, display, (0, 0)))
+    token_style = TokenStyle(merge_words=False, show_special=True, annotate=False)
+    positional.render(
+        PageContext(entry, load_translator(key.model).config, compute_trace(key), key, token_style, (0, 0))
+    )
 
 
 def test_importing_app_draws_nothing_and_a_view_renders_alone(monkeypatch, tiny_checkpoint):
@@ -63,7 +65,7 @@ def test_importing_app_draws_nothing_and_a_view_renders_alone(monkeypatch, tiny_
     ]
     trace = load_checkpoint(tiny_checkpoint, device="cpu").trace(SENTENCE, beam_size=1)
     for side, pieces in (("encoder", trace.source_pieces), ("decoder", trace.decoder_input_pieces)):
-        app.radio(key="positional_side").set_value(side).run()
+        app.radio(key="positional_stack").set_value(side).run()
         assert_ok(app)
         matrix = chart_titled(app, "Positional encoding added at each position")
         assert plotly_array(matrix["data"][0]["z"]).shape[0] == len(pieces)

@@ -17,11 +17,11 @@ from model.analysis.ablation import (
 )
 from model.analysis.alignment import token_diff
 from model.analysis.importance import head_importance
-from model.analysis.positional import (
-    compare_positional,
+from model.analysis.word_order import (
+    compare_word_order,
     shuffle_source_words,
+    shuffled_order,
     without_positional_encoding,
-    word_order,
 )
 from model.decoding import next_token_log_probs
 from model.heads import HeadRef, all_heads, check_heads
@@ -387,24 +387,24 @@ def test_shuffled_words_are_a_seeded_permutation_that_moves_a_word():
     assert sorted(shuffled.split()) == sorted(words) and shuffled != SENTENCE
     assert shuffle_source_words(SENTENCE, seed=3) == shuffled
     assert len({shuffle_source_words(SENTENCE, seed) for seed in range(6)}) > 1
-    assert shuffled.split() == [words[i] for i in word_order(len(words), 3)]
+    assert shuffled.split() == [words[i] for i in shuffled_order(len(words), 3)]
     assert all(shuffle_source_words("one two", seed) == "two one" for seed in range(10))
     assert shuffle_source_words("alone", seed=4) == "alone" and shuffle_source_words("", seed=4) == ""
 
 
-def test_compare_positional_experiments(translator):
-    no_pe = compare_positional(translator, SENTENCE, "no-pe", beam_size=1, max_len=MAX_LEN)
-    assert no_pe.stacks == ("encoder", "decoder") and no_pe.word_order == []
+def test_compare_word_order_variants(translator):
+    no_pe = compare_word_order(translator, SENTENCE, "no-pe", beam_size=1, max_len=MAX_LEN)
+    assert no_pe.stacks == ("encoder", "decoder") and no_pe.shuffled_order == []
     assert all(not array.any() for array in no_pe.modified.positional.values())
     assert all(array.any() for array in no_pe.original.positional.values())
     with without_positional_encoding(translator.model):
         assert translator.trace(SENTENCE, beam_size=1, max_len=MAX_LEN).target_ids == no_pe.modified.target_ids
     assert no_pe.diff == token_diff(no_pe.original.predicted_pieces, no_pe.modified.predicted_pieces)
 
-    shuffle = compare_positional(translator, SENTENCE, "shuffle", seed=2, beam_size=1, max_len=MAX_LEN)
+    shuffle = compare_word_order(translator, SENTENCE, "shuffle", seed=2, beam_size=1, max_len=MAX_LEN)
     assert shuffle.modified.source_text == shuffle_source_words(SENTENCE, 2)
-    assert shuffle.modified.source_text.split() == [SENTENCE.split()[i] for i in shuffle.word_order]
-    assert shuffle.modified.settings["positional_experiment"]["seed"] == 2
+    assert shuffle.modified.source_text.split() == [SENTENCE.split()[i] for i in shuffle.shuffled_order]
+    assert shuffle.modified.settings["word_order"]["seed"] == 2
     assert shuffle.original.positional["encoder.positional"].any()
-    with pytest.raises(ValueError, match="experiment"):
-        compare_positional(translator, SENTENCE, "reverse")
+    with pytest.raises(ValueError, match="variant"):
+        compare_word_order(translator, SENTENCE, "reverse")

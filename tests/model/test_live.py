@@ -1,5 +1,5 @@
 """Training a toy model while someone watches (model.training.live) and the classroom's pool of trainings
-(model.training.pool): settings checked, progress reported, stop and continue, the lessons' claims."""
+(model.training.pool): settings checked, progress reported, stop and continue, the exercises' claims."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import torch
 from model import load_checkpoint
 from model.config import TransformerConfig
 from model.interop import export_torch
-from model.training.lessons import LESSONS
+from model.training.exercises import EXERCISES
 from model.training.live import (
     Progress,
     ToySettings,
@@ -60,8 +60,8 @@ def test_bad_settings_are_refused_with_a_message_and_train_nothing(changes, word
 
 def test_default_settings_are_valid():
     assert ToySettings().problems() == []
-    for lesson in LESSONS:
-        assert lesson.settings().problems() == [], lesson.title
+    for exercise in EXERCISES:
+        assert exercise.settings().problems() == [], exercise.title
 
 
 def test_held_out_inputs_are_never_trained_on():
@@ -180,29 +180,29 @@ def one_thread():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("lesson", LESSONS, ids=[lesson.title for lesson in LESSONS])
-def test_each_lesson_shows_what_it_claims(lesson, one_thread):
+@pytest.mark.parametrize("exercise", EXERCISES, ids=[exercise.title for exercise in EXERCISES])
+def test_each_exercise_shows_what_it_claims(exercise, one_thread):
     """Every "try this" claim of the Train view, trained here with its settings and seed, measured every 50 steps.
     A claim to reach a score is shown once it is reached: the training stops there (a claim never to pass one
     trains every step)."""
     reached = {"done": False}
 
     def note(progress) -> None:
-        if lesson.at_least is not None and progress.exact_match is not None:
-            reached["done"] = progress.exact_match >= lesson.at_least
+        if exercise.at_least is not None and progress.exact_match is not None:
+            reached["done"] = progress.exact_match >= exercise.at_least
 
     run = train_toy(
-        lesson.settings(steps=lesson.steps, eval_every=50), on_step=note, should_stop=lambda: reached["done"]
+        exercise.settings(steps=exercise.steps, eval_every=50), on_step=note, should_stop=lambda: reached["done"]
     )
     measured = [point.exact_match for point in run.history if point.exact_match is not None]
-    assert len(measured) == lesson.steps // 50 or reached["done"]
-    if lesson.at_least is not None:
-        assert max(measured) >= lesson.at_least, (lesson.expect, measured)
-    if lesson.at_most is not None:
-        assert max(measured) <= lesson.at_most, (lesson.expect, measured)
-    if lesson.at_least is not None and lesson.settings().task == "reverse":
+    assert len(measured) == exercise.steps // 50 or reached["done"]
+    if exercise.at_least is not None:
+        assert max(measured) >= exercise.at_least, (exercise.expect, measured)
+    if exercise.at_most is not None:
+        assert max(measured) <= exercise.at_most, (exercise.expect, measured)
+    if exercise.at_least is not None and exercise.settings().task == "reverse":
         # the anti-diagonal: a head of the last layer reads the mirrored position at every step of the example
-        assert max(run.alignment[f"decoder.layers.{lesson.settings().decoder_layers - 1}.cross_attn"]) == 1.0
+        assert max(run.alignment[f"decoder.layers.{exercise.settings().decoder_layers - 1}.cross_attn"]) == 1.0
 
 
 # --- the pool: processes, a queue, one training per owner ------------------------------------------------------------

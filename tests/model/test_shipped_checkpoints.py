@@ -48,7 +48,7 @@ def test_translates_twenty_test_sentences_above_the_floor(shipped_model):
 
 
 def test_french_puts_the_adjective_after_the_noun_and_cross_attention_crosses():
-    """The lesson of multi30k-en-fr's first example: "a red car" -> "une voiture rouge". On the head the page opens
+    """What multi30k-en-fr's first example teaches: "a red car" -> "une voiture rouge". On the head the page opens
     on (measured as the page measures it), the step writing "voiture" reads "car" and the step writing "rouge" reads
     "red": the lines cross, since "red" comes before "car" and "rouge" after "voiture"."""
     translator = load_checkpoint(REPO / "checkpoints" / "multi30k-en-fr", device="cpu")

@@ -1,6 +1,6 @@
-"""The lesson export (viz.export): one self-contained HTML file that draws its charts with no network.
+"""The handout export (viz.export): one self-contained HTML file that draws its charts with no network.
 
-The lesson is the lesson fixture (tests/conftest.py). tests/browser/test_export.py opens it, and the one the
+The handout is the handout fixture (tests/conftest.py). tests/browser/test_export.py opens it, and the one the
 page's download button gives, in headless Chromium.
 """
 
@@ -13,15 +13,15 @@ from tests.helpers import EXTERNAL_REFERENCE, HOSTILE
 from viz.export import markdown_html
 
 
-def test_the_file_is_self_contained(lesson):
-    document, sections = lesson
+def test_the_file_is_self_contained(handout):
+    document, sections = handout
     assert not EXTERNAL_REFERENCE.search(document)  # no script, style sheet, image or frame loaded from anywhere
     assert "plotly.js v" in document and document.count("<script>") == 1 + sum(s.figure is not None for s in sections)
     assert document.count("Plotly.newPlot(") == sum(section.figure is not None for section in sections)
 
 
-def test_text_is_escaped_and_explanations_keep_their_emphasis(lesson):
-    document, _ = lesson
+def test_text_is_escaped_and_explanations_keep_their_emphasis(handout):
+    document, _ = handout
     assert "<script>alert" not in document and "<b>b</b>" not in document
     assert f"<dd>{html.escape(HOSTILE)}</dd>" in document  # facts: literal text, no Markdown
     assert f"<th>untrained</th><td>{html.escape(HOSTILE)}</td>" in document  # table rows too

@@ -12,7 +12,7 @@ import pytest
 from model.analysis.ablation import compare_ablation
 from model.analysis.alignment import token_diff
 from model.analysis.importance import HeadImportance, head_importance
-from model.analysis.positional import compare_positional
+from model.analysis.word_order import compare_word_order
 from model.heads import HeadRef
 from tests.helpers import SENTENCE
 from tests.helpers import SHORT_MAX_LEN as MAX_LEN
@@ -20,11 +20,10 @@ from viz.interventions import (
     ablation_tokens_figure,
     importance_frame,
     importance_heatmap,
-    positional_attention_figure,
-    positional_tokens_figure,
     probability_change_figure,
     translation_diff_figure,
 )
+from viz.word_order import word_order_attention_figure, word_order_tokens_figure
 
 EVIL = ["\u2581<b>bold</b>", "<script>x</script>", "&amp;", "</s>"]
 
@@ -119,11 +118,11 @@ def test_importance_heatmap_names_the_layers_on_the_first_panel_only():
     assert shown == [True, True, False]
 
 
-def test_positional_figures(translator):
-    experiment = compare_positional(translator, SENTENCE, "shuffle", seed=1, beam_size=1, max_len=MAX_LEN)
-    tokens = positional_tokens_figure(experiment)
+def test_word_order_figures(translator):
+    experiment = compare_word_order(translator, SENTENCE, "shuffle", seed=1, beam_size=1, max_len=MAX_LEN)
+    tokens = word_order_tokens_figure(experiment)
     assert "source words shuffled" in tokens.layout.title.text
-    figure = positional_attention_figure(experiment, "encoder.layers.1.self_attn", 2)
+    figure = word_order_attention_figure(experiment, "encoder.layers.1.self_attn", 2)
     np.testing.assert_allclose(figure.data[0].z, experiment.original.attention["encoder.layers.1.self_attn"][2])
     np.testing.assert_allclose(figure.data[1].z, experiment.modified.attention["encoder.layers.1.self_attn"][2])
     assert figure.layout.title.text == "Encoder layer 1 – self-attention – head 2"

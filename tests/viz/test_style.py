@@ -122,6 +122,6 @@ def test_viz_exports_the_new_figure_builders():
         "head_stats_heatmap",
         "pair_difference_heatmap",
         "importance_heatmap",
-        "positional_attention_figure",
+        "word_order_attention_figure",
     ):
         assert name in viz.__all__ and callable(getattr(viz, name))

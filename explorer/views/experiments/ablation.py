@@ -22,7 +22,7 @@ def set_ablated(keys: list[str]) -> None:
 
 
 def render(ctx: PageContext) -> None:
-    file_stem, lesson = ctx.file_stem, ctx.lesson.view
+    file_stem, handout = ctx.file_stem, ctx.handout.view
     explanation = how_to_read("ablation", "importance", caveat=False)
     heads = {f"{ref.kind}.{ref.layer}.{ref.head}": ref for ref in all_heads(ctx.config)}  # URL value -> head
     bind("ablation_mode")
@@ -37,7 +37,7 @@ def render(ctx: PageContext) -> None:
     if importance.notice:
         st.warning(importance.notice)
     show_figure(
-        viz.importance_heatmap(importance), f"{file_stem}-importance-{mode}", lesson, EXPLANATIONS["importance"]
+        viz.importance_heatmap(importance), f"{file_stem}-importance-{mode}", handout, EXPLANATIONS["importance"]
     )
     with st.expander("Ranking of the heads (table)"):
         st.dataframe(viz.importance_frame(importance), hide_index=True, width="stretch", key="importance_table")
@@ -63,7 +63,7 @@ def render(ctx: PageContext) -> None:
     show_translations(
         [("Original", comparison.original.translation), ("Heads switched off", comparison.ablated.translation)],
         "Heads switched off",
-        lesson,
+        handout,
     )
-    show_figure(viz.ablation_tokens_figure(comparison), f"{file_stem}-ablation-{mode}-tokens", lesson, explanation)
-    show_figure(viz.probability_change_figure(comparison), f"{file_stem}-ablation-{mode}-probabilities", lesson)
+    show_figure(viz.ablation_tokens_figure(comparison), f"{file_stem}-ablation-{mode}-tokens", handout, explanation)
+    show_figure(viz.probability_change_figure(comparison), f"{file_stem}-ablation-{mode}-probabilities", handout)

@@ -13,7 +13,7 @@ from viz.tokens import display_text
 
 
 def render(ctx: PageContext) -> None:
-    file_stem, lesson = ctx.file_stem, ctx.lesson.view
+    file_stem, handout = ctx.file_stem, ctx.handout.view
     explanation = how_to_read("beam_tree")
     beam_size = st.session_state.beam_size
     st.caption(f"Beam size {beam_size}, as set in the sidebar (Search: Beam).")
@@ -23,7 +23,7 @@ def render(ctx: PageContext) -> None:
     show_figure(
         viz.beam_tree_figure(tree, show_pruned=show_pruned, title=f"Beam search (beam {beam_size}): every hypothesis"),
         f"{file_stem}-beam{beam_size}-tree",
-        lesson,
+        handout,
         explanation,
     )
     nodes = list(range(1, len(tree.nodes)))
@@ -47,9 +47,9 @@ def render(ctx: PageContext) -> None:
         viz.step_attention(
             rows,
             node_trace.source_pieces,
-            **ctx.display.options(),
+            **ctx.token_style.options(),
             title=f"Cross-attention when this beam chose it, layer {layer}",
         ),
         f"{file_stem}-beam{beam_size}-node{node_id}-L{layer}",
-        lesson,
+        handout,
     )

@@ -34,4 +34,4 @@ def render(ctx: PageContext) -> None:
     for group in STAGE_ROWS:
         for column, stage in zip(st.columns(len(group)), group, strict=True):
             with column:
-                show_figure(figures[stage], f"{name}-{stage}", ctx.lesson.view, explanation if stage == "q" else "")
+                show_figure(figures[stage], f"{name}-{stage}", ctx.handout.view, explanation if stage == "q" else "")

@@ -22,7 +22,7 @@ def use_example_pair(pairs: list[tuple[str, str]]) -> None:
 
 
 def render(ctx: PageContext) -> None:
-    trace, lesson = ctx.trace, ctx.lesson.view
+    trace, handout = ctx.trace, ctx.handout.view
     explanation = how_to_read("pairs")
     pairs = example_pairs(ctx.card.source_language)
     if pairs and not presenting():
@@ -42,9 +42,9 @@ def render(ctx: PageContext) -> None:
         st.info("Type a second sentence, or pick an example pair, to compare the two.")
         return
     second = compute_trace(ctx.trace_key.with_text(text))
-    show_translations([("First", trace.translation), ("Second", second.translation)], "Minimal pair", lesson)
+    show_translations([("First", trace.translation), ("Second", second.translation)], "Minimal pair", handout)
     kind, layer, head = module_pickers(trace)
     pair = attention_pair(trace, second, HeadRef(kind, layer, head).module_name, head)
     name = f"{ctx.file_stem}-pair-{kind}-L{layer}H{head}"
-    show_figure(viz.pair_heatmaps(pair, **ctx.display.tokens()), f"{name}-both", lesson, explanation)
-    show_figure(viz.pair_difference_heatmap(pair, **ctx.display.tokens()), f"{name}-difference", lesson)
+    show_figure(viz.pair_heatmaps(pair, **ctx.token_style.without_numbers()), f"{name}-both", handout, explanation)
+    show_figure(viz.pair_difference_heatmap(pair, **ctx.token_style.without_numbers()), f"{name}-difference", handout)

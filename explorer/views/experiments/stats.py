@@ -62,7 +62,7 @@ def render(ctx: PageContext) -> None:
     show_figure(
         viz.head_stats_heatmap(table, statistic, stacked=presenting()),
         f"{ctx.file_stem}-stats-{source}-{statistic}",
-        ctx.lesson.view,
+        ctx.handout.view,
         explanation,
     )
     st.dataframe(

@@ -15,7 +15,7 @@ from viz.tokens import display_text
 
 
 def render(ctx: PageContext) -> None:
-    trace, file_stem, lesson, config = ctx.trace, ctx.file_stem, ctx.lesson.view, ctx.config
+    trace, file_stem, handout, config = ctx.trace, ctx.file_stem, ctx.handout.view, ctx.config
     explanation = how_to_read("whatif")
     steps = list(range(trace.n_steps))
     bind("fork_step", options=steps)
@@ -54,18 +54,18 @@ def render(ctx: PageContext) -> None:
     notice = viz.fork_info(forked)["notice"]
     if notice:
         st.info(escape_markdown(notice))
-    show_translations([("Original", trace.translation), ("What if", forked.translation)], "What if…?", lesson)
+    show_translations([("Original", trace.translation), ("What if", forked.translation)], "What if…?", handout)
     show_figure(
         viz.fork_tokens_figure(trace, forked, title="Original and what-if, token by token"),
         f"{file_stem}-whatif-step{step}",
-        lesson,
+        handout,
         explanation,
     )
     kind, layer, head = module_pickers(trace)
     st.markdown(f"**{head_title(kind, layer, head)}**, before and after the change:")
     figures = viz.fork_attention_figures(
-        trace, forked, HeadRef(kind, layer, head).module_name, head, annotate=ctx.display.annotate
+        trace, forked, HeadRef(kind, layer, head).module_name, head, annotate=ctx.token_style.annotate
     )
     for column, figure, name in zip(st.columns(2), figures, ("original", "whatif"), strict=True):
         with column:
-            show_figure(figure, f"{file_stem}-whatif-step{step}-{kind}-L{layer}H{head}-{name}", lesson)
+            show_figure(figure, f"{file_stem}-whatif-step{step}-{kind}-L{layer}H{head}-{name}", handout)

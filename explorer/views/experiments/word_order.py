@@ -5,46 +5,50 @@ from __future__ import annotations
 import streamlit as st
 
 import viz
-from explorer.compute import compute_positional
+from explorer.compute import compute_word_order
 from explorer.context import PageContext
-from explorer.copy import PE_EXPERIMENT_NAMES
+from explorer.copy import WORD_ORDER_VARIANT_NAMES
 from explorer.state import bind
 from explorer.widgets import how_to_read, module_pickers, show_figure, show_translations
-from model.analysis.positional import POSITIONAL_EXPERIMENTS, POSITIONAL_STACKS
-from model.heads import HeadRef
-from viz.interventions import EXPERIMENT_LABELS
+from model.analysis.word_order import WORD_ORDER_VARIANTS
+from model.heads import STACKS, HeadRef
+from viz.word_order import WORD_ORDER_LABELS
 
 
 def render(ctx: PageContext) -> None:
-    file_stem, lesson = ctx.file_stem, ctx.lesson.view
+    file_stem, handout = ctx.file_stem, ctx.handout.view
     explanation = how_to_read("word_order")
-    bind("pe_experiment")
-    experiment = st.segmented_control(
-        "Experiment", POSITIONAL_EXPERIMENTS, format_func=PE_EXPERIMENT_NAMES.get, required=True, key="pe_experiment"
+    bind("word_order_variant")
+    variant = st.segmented_control(
+        "Experiment",
+        WORD_ORDER_VARIANTS,
+        format_func=WORD_ORDER_VARIANT_NAMES.get,
+        required=True,
+        key="word_order_variant",
     )
-    stacks, seed = POSITIONAL_STACKS, 0
-    if experiment == "no-pe":
-        bind("pe_stacks")
+    stacks, seed = STACKS, 0
+    if variant == "no-pe":
+        bind("word_order_stacks")
         stacks = tuple(
             st.pills(
-                "Remove it from", POSITIONAL_STACKS, selection_mode="multi", format_func=str.capitalize, key="pe_stacks"
+                "Remove it from", STACKS, selection_mode="multi", format_func=str.capitalize, key="word_order_stacks"
             )
         )
         if not stacks:
             st.info("Pick the encoder, the decoder or both.")
             return
     else:
-        bind("pe_seed")
-        seed = st.number_input("Shuffle number (the same number gives the same order)", 0, 999, key="pe_seed")
-    comparison = compute_positional(ctx.trace_key, experiment, stacks, seed)
-    label = EXPERIMENT_LABELS[experiment]
+        bind("word_order_seed")
+        seed = st.number_input("Shuffle number (the same number gives the same order)", 0, 999, key="word_order_seed")
+    comparison = compute_word_order(ctx.trace_key, variant, stacks, seed)
+    label = WORD_ORDER_LABELS[variant]
     rows = [("Original", comparison.original.translation), (label.capitalize(), comparison.modified.translation)]
-    if experiment == "shuffle":
+    if variant == "shuffle":
         rows.insert(1, ("Shuffled sentence", comparison.modified.source_text))
-    show_translations(rows, f"Translation {label}", lesson)
-    show_figure(viz.positional_tokens_figure(comparison), f"{file_stem}-{experiment}-tokens", lesson, explanation)
+    show_translations(rows, f"Translation {label}", handout)
+    show_figure(viz.word_order_tokens_figure(comparison), f"{file_stem}-{variant}-tokens", handout, explanation)
     kind, layer, head = module_pickers(ctx.trace)
-    figure = viz.positional_attention_figure(
-        comparison, HeadRef(kind, layer, head).module_name, head, **ctx.display.tokens()
+    figure = viz.word_order_attention_figure(
+        comparison, HeadRef(kind, layer, head).module_name, head, **ctx.token_style.without_numbers()
     )
-    show_figure(figure, f"{file_stem}-{experiment}-{kind}-L{layer}H{head}", lesson)
+    show_figure(figure, f"{file_stem}-{variant}-{kind}-L{layer}H{head}", handout)

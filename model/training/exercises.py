@@ -1,5 +1,5 @@
-"""The Train view's "Try this" lessons: settings to train a toy model with and what the class should see, each a
-claim tests/model/test_live.py trains and checks (docs/train.md#lessons)."""
+"""The Train view's "Try this" exercises: settings to train a toy model with and what the class should see, each a
+claim tests/model/test_live.py trains and checks (docs/train.md#exercises)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from model.training.live import ToySettings
 
 
 @dataclass(frozen=True)
-class Lesson:
+class Exercise:
     """A "try this" claim of the Train view: settings to train with and the held-out exact match they should reach
     (``at_least``) or never exceed (``at_most``) within ``steps``, measured every 50 steps on one CPU thread as the
     Train view's workers train. tests/model/test_live.py trains every one and checks it."""
@@ -26,8 +26,8 @@ class Lesson:
         return replace(ToySettings(), **{**self.changes, **more})
 
 
-LESSONS = (
-    Lesson(
+EXERCISES = (
+    Exercise(
         "Reverse, with the positional encoding",
         {},
         "Held-out exact match climbs past 90% within about 500 steps, and the cross-attention of the last layer "
@@ -35,7 +35,7 @@ LESSONS = (
         steps=500,
         at_least=0.9,
     ),
-    Lesson(
+    Exercise(
         "Reverse, without the positional encoding",
         {"positional": "none"},
         "It never learns: exact match stays near 0%. Without the encoding the encoder sees a bag of symbols "
@@ -43,28 +43,28 @@ LESSONS = (
         steps=600,
         at_most=0.1,
     ),
-    Lesson(
+    Exercise(
         "Copy, without the positional encoding",
         {"task": "copy", "positional": "none"},
         "It fails too, for the same reason: copying needs to know which symbol came first.",
         steps=600,
         at_most=0.1,
     ),
-    Lesson(
+    Exercise(
         "Sort, without the positional encoding",
         {"task": "sort", "positional": "none"},
         "It learns anyway, within a few hundred steps: sorting needs only which symbols are there, not where.",
         steps=300,
         at_least=0.95,
     ),
-    Lesson(
+    Exercise(
         "Copy with one head",
         {"task": "copy", "heads": 1},
         "One head is enough: it learns the diagonal and copies nearly every held-out input within 400 steps.",
         steps=400,
         at_least=0.9,
     ),
-    Lesson(
+    Exercise(
         "Reverse with a learned positional encoding",
         {"positional": "learned"},
         "It learns as well: the encoding starts as the sinusoids and is trained with the rest of the model.",

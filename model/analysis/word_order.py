@@ -1,9 +1,9 @@
-"""Positional-encoding experiments: remove the encoding, or shuffle the source words.
+"""The word-order experiment: translate without the positional encoding, or with the source words shuffled.
 
 ``without_positional_encoding`` zeroes the sinusoidal encoding added to the embeddings;
 ``shuffle_source_words`` reorders the source. Without positions, encoder self-attention
 cannot tell word order at all (its output for a permuted source is the same vectors
-permuted). ``compare_positional`` translates a sentence as is and under one experiment.
+permuted). ``compare_word_order`` translates a sentence as is and under one variant.
 
 The encoding is removed through ``model.capture.intervene``: the edit lives in the current
 thread's context only, so the model shared by every session is never changed.
@@ -23,26 +23,26 @@ from model.analysis.alignment import TokenDiff, token_diff
 from model.analysis.pairs import AttentionPair, attention_pair
 from model.capture import intervene
 from model.decoding import DEFAULT_BEAM_SIZE, Scoring
+from model.heads import STACKS
 from model.trace import DEFAULT_TOP_K, Trace
 from model.transformer import Transformer
 
 if TYPE_CHECKING:
     from model.translator import Translator
 
-POSITIONAL_EXPERIMENTS = ("no-pe", "shuffle")
-POSITIONAL_STACKS = ("encoder", "decoder")
+WORD_ORDER_VARIANTS = ("no-pe", "shuffle")
 
 
 @contextmanager
-def without_positional_encoding(model: Transformer, stacks: Sequence[str] = POSITIONAL_STACKS) -> Iterator[None]:
+def without_positional_encoding(model: Transformer, stacks: Sequence[str] = STACKS) -> Iterator[None]:
     """Add a zero positional encoding in ``stacks`` ("encoder", "decoder") inside the block, in this thread only.
 
     The embeddings then carry no position: encoder self-attention sees the source as a bag of
     pieces, and the decoder tells its steps apart only through the causal mask.
     """
-    unknown = [stack for stack in stacks if stack not in POSITIONAL_STACKS]
+    unknown = [stack for stack in stacks if stack not in STACKS]
     if unknown or not stacks:
-        raise ValueError(f"stacks must be a non-empty selection of {POSITIONAL_STACKS}, not {tuple(stacks)!r}")
+        raise ValueError(f"stacks must be a non-empty selection of {STACKS}, not {tuple(stacks)!r}")
     names = {f"{stack}.positional" for stack in stacks}
 
     def edit(name: str, kind: str, value: torch.Tensor) -> torch.Tensor:
@@ -52,7 +52,7 @@ def without_positional_encoding(model: Transformer, stacks: Sequence[str] = POSI
         yield
 
 
-def word_order(count: int, seed: int = 0) -> list[int]:
+def shuffled_order(count: int, seed: int = 0) -> list[int]:
     """A seeded shuffle of range(count): position in the original of each shuffled word.
 
     It always moves at least one word when there are two or more, so a shuffle is never the
@@ -70,58 +70,58 @@ def word_order(count: int, seed: int = 0) -> list[int]:
 def shuffle_source_words(text: str, seed: int = 0) -> str:
     """The whitespace-separated words of ``text`` in a seeded random order (punctuation stays on its word)."""
     words = text.split()
-    return " ".join(words[i] for i in word_order(len(words), seed))
+    return " ".join(words[i] for i in shuffled_order(len(words), seed))
 
 
 @dataclass
-class PositionalComparison:
+class WordOrderComparison:
     """A translation beside the same sentence without positional encoding, or with its words shuffled.
 
     ``modified`` is the experiment's trace: for "no-pe" the same source translated with the
     encoding zeroed in ``stacks`` (its ``positional`` arrays are the zeros that were added);
     for "shuffle" the shuffled sentence (``modified.source_text``), whose word i is the
-    original's word ``word_order[i]``. ``diff`` aligns the two outputs.
+    original's word ``shuffled_order[i]``. ``diff`` aligns the two outputs.
     """
 
-    experiment: str
+    variant: str  # one of WORD_ORDER_VARIANTS
     original: Trace
     modified: Trace
     diff: TokenDiff
     stacks: tuple[str, ...]  # "no-pe": where the encoding was removed; "shuffle": empty
     seed: int | None  # "shuffle" only
-    word_order: list[int]  # "shuffle" only; empty for "no-pe"
+    shuffled_order: list[int]  # "shuffle" only; empty for "no-pe"
 
     def attention_pair(self, module_name: str, head: int) -> AttentionPair:
         """One head's attention in the original and in the experiment, aligned where their pieces match."""
         return attention_pair(self.original, self.modified, module_name, head)
 
 
-def compare_positional(
+def compare_word_order(
     translator: Translator,
     text: str,
-    experiment: str = "no-pe",
+    variant: str = "no-pe",
     seed: int = 0,
     beam_size: int = DEFAULT_BEAM_SIZE,
     max_len: int | None = None,
-    stacks: Sequence[str] = POSITIONAL_STACKS,
+    stacks: Sequence[str] = STACKS,
     top_k: int = DEFAULT_TOP_K,
     scoring: Scoring | None = None,
-) -> PositionalComparison:
+) -> WordOrderComparison:
     """Translate ``text`` as is and under a positional experiment: "no-pe" (encoding removed in ``stacks``)
     or "shuffle" (source words in a seeded random order, the model unchanged). ``scoring``: as in Translator.trace."""
-    if experiment not in POSITIONAL_EXPERIMENTS:
-        raise ValueError(f"experiment must be one of {POSITIONAL_EXPERIMENTS}, not {experiment!r}")
+    if variant not in WORD_ORDER_VARIANTS:
+        raise ValueError(f"variant must be one of {WORD_ORDER_VARIANTS}, not {variant!r}")
     original = translator.trace(text, beam_size, max_len, top_k, scoring=scoring)
-    if experiment == "no-pe":
+    if variant == "no-pe":
         with without_positional_encoding(translator.model, stacks):
             modified = translator.trace(text, beam_size, max_len, top_k, scoring=scoring)
         removed_from, used_seed, order = tuple(stacks), None, []
-        record = {"experiment": experiment, "stacks": list(removed_from)}
+        record = {"variant": variant, "stacks": list(removed_from)}
     else:
-        order = word_order(len(text.split()), seed)
+        order = shuffled_order(len(text.split()), seed)
         modified = translator.trace(shuffle_source_words(text, seed), beam_size, max_len, top_k, scoring=scoring)
         removed_from, used_seed = (), seed
-        record = {"experiment": experiment, "seed": seed, "word_order": order}
-    modified.settings["positional_experiment"] = record
+        record = {"variant": variant, "seed": seed, "shuffled_order": order}
+    modified.settings["word_order"] = record
     diff = token_diff(original.predicted_pieces, modified.predicted_pieces)
-    return PositionalComparison(experiment, original, modified, diff, removed_from, used_seed, order)
+    return WordOrderComparison(variant, original, modified, diff, removed_from, used_seed, order)
