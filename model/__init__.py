@@ -1,4 +1,7 @@
-"""From-scratch encoder-decoder Transformer with hookable, thread-safe attention capture."""
+"""From-scratch encoder-decoder Transformer with hookable, thread-safe attention capture.
+
+The layout and the rules between the packages: docs/architecture.md.
+"""
 
 from model.capture import Capture, capture_attention, intervene
 from model.config import TransformerConfig

@@ -3,6 +3,8 @@
 Adding a view: write ``explorer/views/my_view.py`` with ``render(ctx: PageContext) -> None``
 (read the sentence's trace and the display settings from ``ctx``; bind every widget a person
 can change to a row of ``explorer.state.SETTINGS``), then add one line to VIEWS below.
+
+The layout and the rules between the packages: docs/architecture.md (its Layout block names every view).
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
-"""Models from elsewhere: torch.nn.Transformer import/export (torch_transformer), pickled weights (convert),
-MarianMT / OPUS-MT folders (marian, ``python -m model.import_marian``).
+"""Models from elsewhere: torch.nn.Transformer models, pickled PyTorch weights, MarianMT / OPUS-MT folders.
 
 ``import_torch``, ``export_torch`` and ``Seq2SeqTransformer`` are named here because they are
 the public contract (``model.interop.import_torch``).
+
+The layout and the rules between the packages: docs/architecture.md.
 """
 
 from model.interop.torch_transformer import Seq2SeqTransformer, export_torch, import_torch

@@ -1,8 +1,12 @@
-"""The import rules of docs/architecture.md, read from the source: each layer imports only what lies below it."""
+"""docs/architecture.md checked against the source: each layer imports only what lies below it (the import rules),
+and its Layout block names every module (the layout is described there and nowhere else)."""
 
 from __future__ import annotations
 
 import ast
+import re
+from collections import defaultdict
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from tests.helpers import REPO
@@ -86,3 +90,148 @@ def test_the_check_sees_imports_inside_functions_and_not_type_checking_blocks(tm
         "import streamlit as st\n"
     )
     assert imported_modules(source) == {"typing", "model.training.data", "streamlit"}
+
+
+# The folders whose every module the Layout block names (benchmarks/README.md describes the benchmarks instead).
+LAID_OUT = ("explorer", "model", "viz", "deploy")
+PY_FILE = re.compile(r"\w+\.py")
+# A module named in the line that opens a folder: `name.py` or a bare `name`, not a part of a dotted or slashed name
+# (`python -m model.train` does not name train.py, `views/__init__.py` does not name a module `views`).
+NAMED_IN_FOLDER_LINE = re.compile(r"(?<![\w/])(?<!\w\.)(\w+)(?:\.py)?(?![\w/]|\.\w)")
+
+
+@dataclass
+class Layout:
+    """What the Layout block lists, by folder ("" for the top level, else "model/analysis/"): ``names``, every module
+    it names (without .py); ``entries``, the files its entries start with (``state.py  every URL-bound...``)."""
+
+    names: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
+    entries: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
+
+
+def layout_block(markdown: str) -> list[str]:
+    """The lines of the code block under "## Layout"."""
+    section = markdown.split("\n## Layout\n", 1)[1].split("\n## ", 1)[0]
+    block = re.search(r"^```\n(.*?)^```", section, re.MULTILINE | re.DOTALL)
+    assert block, "docs/architecture.md has no code block under ## Layout"
+    return block.group(1).splitlines()
+
+
+def read_layout(lines: list[str]) -> Layout:
+    """Read the block as a tree: an entry (``name/`` for a folder, else files) sits 2 columns right of the folder it is
+    in, and a line indented further continues the entry above it. A folder's modules are the files its entries start
+    with, and the names in the line that opens it (continuations included); a file entry's description names
+    nothing, so a common word there ("tokens", "export") cannot stand in for a module of that name."""
+    layout = Layout()
+    folders: list[tuple[int, str]] = []  # (indent, path) of the folders the current line is in
+    entry_indent = None
+    opened = None  # the folder whose own line is being read; None in a file entry
+    for line in lines:
+        if not line.strip():
+            continue
+        indent = len(line) - len(line.lstrip())
+        if entry_indent is not None and indent > entry_indent + 2:
+            if opened is not None:
+                layout.names[opened].update(NAMED_IN_FOLDER_LINE.findall(line))
+            continue
+        entry_indent = indent
+        while folders and folders[-1][0] >= indent:
+            folders.pop()
+        parent = folders[-1][1] if folders else ""
+        head, _, description = line.strip().partition(" ")
+        if head.endswith("/"):
+            opened = parent + head
+            folders.append((indent, opened))
+            layout.names[opened].update(NAMED_IN_FOLDER_LINE.findall(description))
+            continue
+        opened = None
+        for token in line.split():
+            if not PY_FILE.fullmatch(token):
+                break
+            layout.entries[parent].add(token)
+            layout.names[parent].add(token.removesuffix(".py"))
+    return layout
+
+
+def unnamed_modules(layout: Layout, root: Path, folders: tuple[str, ...]) -> list[str]:
+    """The modules under ``folders`` (``__init__.py`` left out) that ``layout`` does not name in their folder."""
+    missing = []
+    for folder in folders:
+        for path in sorted((root / folder).rglob("*.py")):
+            name = path.relative_to(root).as_posix()
+            parent = name.rpartition("/")[0] + "/"
+            if path.name != "__init__.py" and path.stem not in layout.names[parent]:
+                missing.append(name)
+    return missing
+
+
+def missing_entries(layout: Layout, root: Path) -> list[str]:
+    """The files the block's entries name that do not exist (a module renamed or removed, the block left behind)."""
+    return sorted(
+        f"{folder}{name}"
+        for folder, names in layout.entries.items()
+        for name in names
+        if not (root / folder / name).is_file()
+    )
+
+
+def the_layout() -> Layout:
+    return read_layout(layout_block((REPO / "docs" / "architecture.md").read_text(encoding="utf-8")))
+
+
+def test_the_layout_names_every_module():
+    missing = unnamed_modules(the_layout(), REPO, LAID_OUT)
+    assert not missing, (
+        f"The Layout block of docs/architecture.md does not name {', '.join(missing)}: "
+        "list each in its folder's lines, as name.py with what it is for"
+    )
+
+
+def test_every_file_the_layout_lists_exists():
+    stale = missing_entries(the_layout(), REPO)
+    assert not stale, f"The Layout block of docs/architecture.md lists {', '.join(stale)}, which do not exist"
+
+
+LAYOUT_SAMPLE = """\
+app.py              the entry point
+pkg/                the package, python -m pkg.train is its command
+  core.py other.py    the core and the other part; export and tokens are words here
+  sub/                parts of it: alpha, beta,
+                      gamma (gamma.py: the third); see sub/__init__.py
+    deep/               one more level
+      leaf.py             a leaf
+    delta.py            a file of sub after deep/
+  last.py             a file of pkg after sub/
+"""
+
+
+def test_the_layout_reading_follows_folders_and_ignores_words_in_descriptions():
+    layout = read_layout(LAYOUT_SAMPLE.splitlines())
+    assert layout.names[""] == {"app"}
+    assert layout.entries["pkg/"] == {"core.py", "other.py", "last.py"}
+    assert {"core", "other", "last", "package"} <= layout.names["pkg/"]
+    assert not {"export", "tokens", "train", "pkg", "leaf", "delta"} & layout.names["pkg/"]
+    assert {"alpha", "beta", "gamma", "delta"} <= layout.names["pkg/sub/"]
+    assert not {"__init__", "sub", "leaf", "last"} & layout.names["pkg/sub/"]
+    assert layout.names["pkg/sub/deep/"] == {"one", "more", "level", "leaf"}
+
+
+def test_the_layout_check_names_a_missing_module_and_a_stale_entry(tmp_path):
+    for name in (
+        "app.py",
+        "pkg/__init__.py",
+        "pkg/core.py",
+        "pkg/export.py",
+        "pkg/train.py",
+        "pkg/sub/alpha.py",
+        "pkg/sub/gamma.py",
+        "pkg/sub/deep/leaf.py",
+        "pkg/sub/delta.py",
+        "pkg/last.py",
+    ):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).touch()
+    layout = read_layout(LAYOUT_SAMPLE.splitlines())
+    # export.py is only a word in core.py's description, train.py only a part of pkg.train
+    assert unnamed_modules(layout, tmp_path, ("pkg",)) == ["pkg/export.py", "pkg/train.py"]
+    assert missing_entries(layout, tmp_path) == ["pkg/other.py"]

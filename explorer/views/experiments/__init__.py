@@ -1,6 +1,8 @@
 """Experiments: one view with a sub-selector; each experiment is one module with ``render(ctx)``.
 
 Adding an experiment is one new module here and one line in EXPERIMENTS.
+
+The layout and the rules between the packages: docs/architecture.md (its Layout block names every experiment).
 """
 
 from __future__ import annotations
