@@ -211,14 +211,17 @@ def _compare(
         return measured
 
 
-def model_trace_ms(translator: Translator, texts: list[str], max_len: int | None = None) -> float:
-    """Median ms of the page's own trace (greedy, at most ``max_len`` output tokens) of each text, here, as the
+def model_trace_ms(translator: Translator, texts: list[str], max_new_tokens: int | None = None) -> float:
+    """Median ms of the page's own trace (greedy, at most ``max_new_tokens`` output tokens) of each text, here, as the
     page's one request thread runs it."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
         return median(
-            [time_call(lambda text=text: translator.trace(text, beam_size=1, max_len=max_len)) * 1000 for text in texts]
+            [
+                time_call(lambda text=text: translator.trace(text, beam_size=1, max_new_tokens=max_new_tokens)) * 1000
+                for text in texts
+            ]
         )
     finally:
         torch.set_num_threads(threads)
@@ -357,7 +360,7 @@ def _opus_edits(ctx: Context, root: Path, texts: list[str]) -> tuple[list[float]
     save_checkpoint(root / OPUS_SHAPE, opus.model, opus.tokenizer, {"name": OPUS_SHAPE, "domain": "random weights"})
     sentences = [(text, display_labels(opus.trace(text, beam_size=1).source_pieces)) for text in texts]
     with _page(REPO / "app.py", root) as (driver, url):
-        _open(driver, f"{url}/?checkpoint={OPUS_SHAPE}&max_len={OPUS_OUTPUT_TOKENS}")
+        _open(driver, f"{url}/?checkpoint={OPUS_SHAPE}&max_new_tokens={OPUS_OUTPUT_TOKENS}")
         time.sleep(1.0)  # let the page settle before typing
         edits = [_edit(driver, sentence, columns) for sentence, columns in sentences]
-    return edits, model_trace_ms(opus, texts, max_len=OPUS_OUTPUT_TOKENS)
+    return edits, model_trace_ms(opus, texts, max_new_tokens=OPUS_OUTPUT_TOKENS)

@@ -150,7 +150,7 @@ def capture_overhead(ctx: Context) -> list[Record]:
 
 
 class NeverEnds:
-    """The model as greedy_decode sees it, with an EOS id no token can equal: decoding runs to max_len."""
+    """The model as greedy_decode sees it, with an EOS id no token can equal: decoding runs to max_new_tokens."""
 
     def __init__(self, model: Transformer) -> None:
         self._model = model
@@ -180,10 +180,10 @@ def kv_cache_speedup(ctx: Context) -> list[Record]:
     model = NeverEnds(ctx.subject.model)
     device = ctx.subject.device
     src = random_ids(ctx.subject.model, 1, SOURCE_TOKENS, seed=5).to(device)
-    cached = greedy_decode(model, src, max_len=steps)
+    cached = greedy_decode(model, src, max_new_tokens=steps)
     recomputed = greedy_recompute(model, src, steps)
     paired = alternate(
-        lambda: greedy_decode(model, src, max_len=steps),
+        lambda: greedy_decode(model, src, max_new_tokens=steps),
         lambda: greedy_recompute(model, src, steps),
         ctx.reps(9, 21),  # a busy machine needs more than a few pairs for a stable median
         1,
@@ -312,7 +312,7 @@ def opus_trace_ms(ctx: Context) -> list[Record]:
     """Translator.trace of a 30-piece sentence by a random model of opus-mt-en-de's shape (6+6 layers, d_model 512,
     8 heads, d_ff 2048, 58101 pieces) vs the subject's (the shipped model's) trace of the same sentence, greedy (as
     the page decodes) and beam 5; the random model makes as many output tokens as the shipped one (it never ends
-    by itself, so max_len stops it there)."""
+    by itself, so max_new_tokens stops it there)."""
     shipped = ctx.subject.translator
     device = ctx.subject.device
     opus = opus_shaped_translator(shipped.tokenizer, device)
@@ -321,9 +321,9 @@ def opus_trace_ms(ctx: Context) -> list[Record]:
     for beam_size, budget_ms in ((1, 1000.0), (5, 2500.0)):
         expected = shipped.trace(text, beam_size=beam_size)
         steps = expected.n_steps
-        traced = opus.trace(text, beam_size=beam_size, max_len=steps)
+        traced = opus.trace(text, beam_size=beam_size, max_new_tokens=steps)
         paired = alternate(
-            lambda beam_size=beam_size, steps=steps: opus.trace(text, beam_size=beam_size, max_len=steps),
+            lambda beam_size=beam_size, steps=steps: opus.trace(text, beam_size=beam_size, max_new_tokens=steps),
             lambda beam_size=beam_size: shipped.trace(text, beam_size=beam_size),
             ctx.reps(3, 11),
             1,

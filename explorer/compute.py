@@ -32,8 +32,8 @@ from model.analysis.internals import AttentionStages, attention_stages
 from model.analysis.word_order import WordOrderComparison, compare_word_order
 from model.beam_tree import BeamTree
 from model.checkpoint import CheckpointEntry, read_config, scan_checkpoints
-from model.decoding import Scoring
 from model.heads import HeadRef
+from model.scoring import Scoring
 from model.trace import Trace
 from model.training.pool import TrainingPool, default_slots
 from model.transformer import Transformer
@@ -85,7 +85,7 @@ class TraceKey:
     model: ModelKey
     text: str
     beam_size: int
-    max_len: int | None
+    max_new_tokens: int | None
     target: str | None = None
     target_ids: tuple[int, ...] | None = None
     scoring: Scoring | None = None  # None: our search; else e.g. the model's authors' (model.generation_defaults)
@@ -139,7 +139,7 @@ def compute_trace(key: TraceKey) -> Trace:
     return load_translator(key.model).trace(
         key.text,
         beam_size=key.beam_size,
-        max_len=key.max_len,
+        max_new_tokens=key.max_new_tokens,
         target=key.target,
         target_ids=None if key.target_ids is None else list(key.target_ids),
         scoring=key.scoring,
@@ -154,7 +154,7 @@ def compute_fork(key: TraceKey, step: int, token: int | str) -> Trace:
 
 @st.cache_data(show_spinner="Searching…", max_entries=64)
 def compute_beam_tree(key: TraceKey, beam_size: int) -> BeamTree:
-    return load_translator(key.model).beam_tree(key.text, beam_size, key.max_len, scoring=key.scoring)
+    return load_translator(key.model).beam_tree(key.text, beam_size, key.max_new_tokens, scoring=key.scoring)
 
 
 @st.cache_data(show_spinner="Reading the beam…", max_entries=256)
@@ -183,7 +183,7 @@ def sentence_statistics(key: TraceKey) -> list[dict[str, Any]]:
     """One sentence of an uploaded file: its statistics table (small), cached per sentence."""
     translator = load_translator(key.model)
     return batch_head_statistics(
-        translator, [key.text], beam_size=key.beam_size, max_len=key.max_len, scoring=key.scoring
+        translator, [key.text], beam_size=key.beam_size, max_new_tokens=key.max_new_tokens, scoring=key.scoring
     )
 
 
@@ -197,7 +197,9 @@ def readable_head(key: ModelKey, examples: tuple[str, ...]) -> tuple[int, int]:
 @st.cache_data(show_spinner="Switching heads off…", max_entries=256)
 def compute_ablation(key: TraceKey, heads: tuple[HeadRef, ...], mode: str) -> AblationComparison:
     translator = load_translator(key.model)
-    return compare_ablation(translator, key.text, list(heads), mode, key.beam_size, key.max_len, scoring=key.scoring)
+    return compare_ablation(
+        translator, key.text, list(heads), mode, key.beam_size, key.max_new_tokens, scoring=key.scoring
+    )
 
 
 @st.cache_data(show_spinner="Ranking the heads…", max_entries=256)
@@ -216,7 +218,7 @@ def compute_word_order(key: TraceKey, experiment: str, stacks: tuple[str, ...], 
         experiment,
         seed=seed,
         beam_size=key.beam_size,
-        max_len=key.max_len,
+        max_new_tokens=key.max_new_tokens,
         stacks=stacks,
         scoring=key.scoring,
     )

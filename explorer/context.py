@@ -77,8 +77,8 @@ class PageContext:
         """How the trace's output was made, in words: "greedy search", "beam search, beam 5", "teacher forcing",
         "beam search, beam 4, as the model's authors decode". No parentheses: the page writes it in some."""
         settings = self.trace.settings
-        names = {"greedy": "greedy search", "beam": f"beam search, beam {settings['beam_size']}"}
-        mode = names.get(settings["mode"], "teacher forcing")
-        if settings.get("scoring") and settings["mode"] != "forced":
+        names = {"greedy": "greedy search", "beam": f"beam search, beam {settings.beam_size}"}
+        mode = names.get(settings.mode, "teacher forcing")
+        if settings.scoring and settings.mode != "forced":
             return f"{mode}, as the model's authors decode"
         return mode

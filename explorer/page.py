@@ -145,7 +145,7 @@ def open_page() -> PageContext | None:
     if translator.tokenizer.language_codes() and not (language_code or starts_with_language_code(text)):
         st.warning(NO_TARGET_LANGUAGE)
     text = with_language_code(text, language_code)
-    trace_key = TraceKey(model_key, text, decoding.beam_size, decoding.max_len, target, scoring=decoding.scoring)
+    trace_key = TraceKey(model_key, text, decoding.beam_size, decoding.max_new_tokens, target, scoring=decoding.scoring)
     trace = compute_trace(trace_key)
     if st.session_state.teacher_forcing and target is None:
         st.info(
@@ -159,7 +159,7 @@ def open_page() -> PageContext | None:
 
 def cut_off_notice(trace: Trace) -> str:
     """Why a translation stopped before the model ended it, and how to let it finish."""
-    if trace.settings.get("scoring"):
+    if trace.settings.scoring:
         return (
             f"The translation was cut off: it reached the model's authors' limit of {trace.n_steps} output tokens "
             "before the model ended it (their settings end it with </s> there). Turn off *Decode as the model's "
@@ -176,29 +176,30 @@ def translation_section(ctx: PageContext, hide_output: bool) -> None:
     keeps the translation for the quiz to reveal. Screen readers hear the translation and the notices' gist."""
     trace = ctx.trace
     spoken = []
-    if trace.settings.get("notice"):
-        st.warning(trace.settings["notice"])
-        spoken.append(trace.settings["notice"])
-    if trace.settings.get("truncated"):
+    outcome = trace.outcome
+    if outcome.notice:
+        st.warning(outcome.notice)
+        spoken.append(outcome.notice)
+    if outcome.truncated:
         truncated = (
-            f"The sentence has {trace.settings['source_pieces_before_truncation']} pieces; only the first "
+            f"The sentence has {outcome.source_pieces_before_truncation} pieces; only the first "
             f"{len(trace.source_pieces) - 1} fit the model and were used."
         )
         st.warning(truncated)
         spoken.append(truncated)
-    if trace.settings.get("cut_off"):
+    if outcome.cut_off:
         cut_off = cut_off_notice(trace)
         st.warning(cut_off, icon=":material/content_cut:")
         spoken.append(cut_off.replace("*", ""))
     calibration = ctx.card.domain_section.calibration
     reasons = unlike_training(domain_signals(trace), calibration) if calibration is not None else []
-    if reasons and trace.settings["mode"] != "forced":
+    if reasons and trace.settings.mode != "forced":
         st.warning(unlike_training_notice(ctx.card, reasons), icon=":material/travel_explore:")
         spoken.append(f"Warning: this sentence is unlike the {domain_name(ctx.card)} this model learned from.")
     if hide_output:
         st.markdown(f"**Translation** ({ctx.mode}): hidden during the quiz; guess it step by step below.")
         spoken.insert(0, "Translation hidden during the quiz.")
-    elif trace.settings["mode"] == "forced":
+    elif trace.settings.mode == "forced":
         st.markdown("**Your target** (teacher forcing: the model reads these tokens; it did not write them)")
         st.markdown(f"### :orange[{escape_markdown(trace.translation) or '(empty)'}]")
         spoken.insert(0, f"Your target: {trace.translation or '(empty)'}")

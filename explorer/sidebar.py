@@ -24,8 +24,8 @@ from explorer.copy import DEVICE_NAMES, LANGUAGE_NAMES, describe_card, escape_ma
 from explorer.explanations import EXPLANATIONS
 from explorer.state import BEAM_SIZES, DEVICES, SEARCHES, TOKEN_STYLE_TOGGLES, bind, presenting
 from model.checkpoint import CheckpointEntry, read_card
-from model.decoding import Scoring
 from model.generation_defaults import AuthorsDecoding
+from model.scoring import Scoring
 from model.translator import Translator
 
 DEFAULT_CHECKPOINT = "multi30k-en-de"
@@ -48,11 +48,11 @@ html {{ font-size: 22px; }}
 
 @dataclass(frozen=True)
 class Decoding:
-    """How the model translates: beam size 1 is greedy search; ``max_len`` None lets the model decide; ``scoring``
-    None is our search, else how the model's authors rank, stop and end (model.generation_defaults)."""
+    """How the model translates: beam size 1 is greedy search; ``max_new_tokens`` None lets the model decide;
+    ``scoring`` None is our search, else how the model's authors rank, stop and end (model.generation_defaults)."""
 
     beam_size: int
-    max_len: int | None
+    max_new_tokens: int | None
     scoring: Scoring | None = None
 
 
@@ -178,14 +178,15 @@ def target_language_picker(translator: Translator) -> str | None:
     return code or None
 
 
-def settings_controls(max_len: int, authors: AuthorsDecoding | None) -> tuple[Decoding, TokenStyle]:
-    """Decoding and display settings; presenter mode hides them but keeps their values. ``authors``: an imported
-    model's own decoding, offered as a preset that replaces the search settings."""
+def settings_controls(positions: int, authors: AuthorsDecoding | None) -> tuple[Decoding, TokenStyle]:
+    """Decoding and display settings; presenter mode hides them but keeps their values. ``positions``: the model's
+    (config.max_len), which bounds the output limit. ``authors``: an imported model's own decoding, offered as a
+    preset that replaces the search settings."""
     if authors is not None:  # the preset's link only where the preset is: a model trained here has none
         bind("authors_decoding")
     bind("decoding")
     bind("beam_size")
-    bind("max_len", None, [None, *range(1, max_len - 1)])
+    bind("max_new_tokens", None, [None, *range(1, positions - 1)])
     bind("teacher_forcing")
     for key in TOKEN_STYLE_TOGGLES:
         bind(key)
@@ -203,7 +204,7 @@ def settings_controls(max_len: int, authors: AuthorsDecoding | None) -> tuple[De
         if as_authors:
             st.sidebar.caption(authors_caption(authors))
         else:
-            search_controls(max_len)
+            search_controls(positions)
         st.sidebar.toggle(
             "Teacher forcing: type the target myself",
             key="teacher_forcing",
@@ -217,13 +218,15 @@ def settings_controls(max_len: int, authors: AuthorsDecoding | None) -> tuple[De
         st.sidebar.toggle("Write the weights in the cells", key="annotate", persist_state="page")
     state = st.session_state
     if as_authors:
-        decoding = Decoding(authors.beam_size, authors.max_len, authors.scoring)
+        decoding = Decoding(authors.beam_size, authors.max_new_tokens, authors.scoring)
     else:
-        decoding = Decoding(beam_size=state.beam_size if state.decoding == "beam" else 1, max_len=state.max_len)
+        decoding = Decoding(
+            beam_size=state.beam_size if state.decoding == "beam" else 1, max_new_tokens=state.max_new_tokens
+        )
     return decoding, TokenStyle(**{key: state[key] for key in TOKEN_STYLE_TOGGLES})
 
 
-def search_controls(max_len: int) -> None:
+def search_controls(positions: int) -> None:
     """Our search: greedy or beam, its width, and the output limit."""
     st.sidebar.radio(
         "Search", SEARCHES, format_func=str.capitalize, horizontal=True, key="decoding", persist_state="page"
@@ -233,10 +236,10 @@ def search_controls(max_len: int) -> None:
     st.sidebar.number_input(
         "Max output tokens",
         min_value=1,
-        max_value=max_len - 2,
+        max_value=positions - 2,
         value=None,
         placeholder="automatic",
-        key="max_len",
+        key="max_new_tokens",
         persist_state="page",
     )
 

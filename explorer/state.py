@@ -151,7 +151,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("authors_decoding", parse_bool, False, BOOLEANS),
     Setting("decoding", parse_text, "greedy", SEARCHES),
     Setting("beam_size", int, DEFAULT_BEAM_SIZE, BEAM_SIZES),
-    Setting("max_len", int),
+    Setting("max_new_tokens", int, former_keys=("max_len",)),
     Setting("merge_words", parse_bool, False, BOOLEANS),
     Setting("show_special", parse_bool, True, BOOLEANS),
     Setting("annotate", parse_bool, False, BOOLEANS),

@@ -10,6 +10,8 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from model.scoring import GNMT_SCORING, Scoring
+
 
 @dataclass(frozen=True)
 class Hypothesis:
@@ -47,10 +49,11 @@ class BeamTree:
     hypotheses: list[Hypothesis]
     prefix: list[int]
     beam_size: int
-    alpha: float
-    max_len: int  # tokens the search could add after the prefix
-    stop: str  # why the search ended: "bound" (no live beam can beat the finished ones), "max_len", "no live beam"
-    style: str = "gnmt"  # how scores were length-normalised: model.decoding.Scoring's style
+    scoring: Scoring  # how the search ranked (its length penalty) and stopped
+    max_new_tokens: int  # tokens the search could add after the prefix
+    stop: (
+        str  # why the search ended: "bound" (no live beam can beat the finished ones), "max_new_tokens", "no live beam"
+    )
     source_text: str = ""
     source_ids: list[int] = field(default_factory=list)
     source_pieces: list[str] = field(default_factory=list)
@@ -78,13 +81,22 @@ class BeamTree:
         return sorted((n for n in self.nodes if n.final_rank is not None), key=lambda n: n.final_rank)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {**asdict(self), "scoring": self.scoring.to_dict()}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> BeamTree:
+        """From to_dict's output, or a tree saved when it kept the scoring's alpha and style and named its limit
+        ``max_len``."""
         values = dict(data)
         values["nodes"] = [BeamNode(**node) for node in data["nodes"]]
         values["hypotheses"] = [Hypothesis(**hypothesis) for hypothesis in data["hypotheses"]]
+        if "scoring" in values:
+            values["scoring"] = Scoring.from_dict(values["scoring"])
+        else:
+            values["scoring"] = Scoring(style=values.pop("style", GNMT_SCORING.style), alpha=values.pop("alpha"))
+        if "max_len" in values:
+            values["max_new_tokens"] = values.pop("max_len")
+            values["stop"] = "max_new_tokens" if values["stop"] == "max_len" else values["stop"]
         return cls(**values)
 
     def to_json(self) -> str:

@@ -18,7 +18,7 @@ OPTIONAL_FIELDS = (
     "scale_embedding",
     "final_logits_bias",
     "decoder_start_id",
-    "src_pad_id",
+    "source_pad_id",
     "attention_dropout",
     "activation_dropout",
 )
@@ -60,15 +60,18 @@ class TransformerConfig:
     scale_embedding: bool = True  # multiply embeddings by sqrt(d_model) (section 3.4)
     final_logits_bias: bool = False  # a fixed (1, V) buffer added to the logits (MarianMT's final_logits_bias)
     decoder_start_id: int | None = None  # first decoder input; None: bos_id. May equal pad_id: it is never masked
-    # the id that pads sources, when the source vocabulary is not the target's (a MarianMT model with separate
-    # vocabularies puts <pad> last in each, so two sizes give two pad ids); None: pad_id
-    src_pad_id: int | None = None
+    # the id that pads sources and marks the source keys attention hides. Given only when the source vocabulary is not
+    # the target's (a MarianMT model with separate vocabularies puts <pad> last in each, so two sizes give two pad
+    # ids); None becomes pad_id, and config.json leaves it out then, as older configs do
+    source_pad_id: int | None = None
     # dropout on the attention probabilities and inside the feed-forward network (after its activation); None:
     # ``dropout`` (also what a config.json without them means). fairseq's transformer recipes set both to 0.
     attention_dropout: float | None = None
     activation_dropout: float | None = None
 
     def __post_init__(self) -> None:
+        if self.source_pad_id is None:
+            object.__setattr__(self, "source_pad_id", self.pad_id)
         problems = []
         if self.d_model % self.n_heads:
             problems.append(f"d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads})")
@@ -86,9 +89,9 @@ class TransformerConfig:
         if self.share_embeddings and self.src_vocab_size != self.tgt_vocab_size:
             problems.append("share_embeddings needs src_vocab_size == tgt_vocab_size")
         if self.share_embeddings and self.source_pad_id != self.pad_id:
-            problems.append("share_embeddings needs src_pad_id == pad_id (one vocabulary)")
-        if self.src_pad_id is not None and not 0 <= self.src_pad_id < self.src_vocab_size:
-            problems.append(f"src_pad_id={self.src_pad_id} is outside the source vocabulary")
+            problems.append("share_embeddings needs source_pad_id == pad_id (one vocabulary)")
+        if not 0 <= self.source_pad_id < self.src_vocab_size:
+            problems.append(f"source_pad_id={self.source_pad_id} is outside the source vocabulary")
         for name in ("src_vocab_size", "tgt_vocab_size", "d_model", "n_heads", "d_ff", "max_len"):
             if getattr(self, name) <= 0:
                 problems.append(f"{name} must be positive")
@@ -124,17 +127,12 @@ class TransformerConfig:
         return self.dropout if self.activation_dropout is None else self.activation_dropout
 
     @property
-    def source_pad_id(self) -> int:
-        """The id that pads sources and marks the source keys attention hides: src_pad_id, else pad_id."""
-        return self.pad_id if self.src_pad_id is None else self.src_pad_id
-
-    @property
     def start_id(self) -> int:
         """The token every decoder input begins with: decoder_start_id, else bos_id."""
         return self.decoder_start_id if self.decoder_start_id is not None else self.bos_id
 
     @property
-    def max_tokens(self) -> int:
+    def max_sequence_tokens(self) -> int:
         """Tokens one sequence may hold besides its BOS or EOS, which takes the last position."""
         return self.max_len - 1
 
@@ -146,12 +144,15 @@ class TransformerConfig:
     def to_dict(self) -> dict[str, Any]:
         """Every field, except the imported-model options left at their default (older configs match)."""
         data = dataclasses.asdict(self)
-        defaults = {f.name: f.default for f in dataclasses.fields(self)}
+        defaults = {f.name: f.default for f in dataclasses.fields(self)} | {"source_pad_id": self.pad_id}
         return {k: v for k, v in data.items() if k not in OPTIONAL_FIELDS or v != defaults[k]}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TransformerConfig:
-        """Build from a dict (e.g. config.json); unknown or missing keys raise a clear error."""
+        """Build from a dict (e.g. config.json); unknown or missing keys raise a clear error. ``src_pad_id`` is the
+        name configs written before it was renamed give ``source_pad_id``."""
+        if "src_pad_id" in data:
+            data = {("source_pad_id" if key == "src_pad_id" else key): value for key, value in data.items()}
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(data) - known)
         if unknown:

@@ -8,93 +8,39 @@ the model's train/eval mode, so one model can serve many threads.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-from typing import Any
+from dataclasses import dataclass
 
 import torch
 
 from model.beam_tree import BeamNode, BeamTree, Hypothesis
+from model.scoring import GNMT_SCORING, Scoring
 from model.transformer import DecoderCache, Transformer
 
 # model.encode's result: memory (B, S, d) and the source key mask. Decoding given one skips its own encoder pass.
 Encoded = tuple[torch.Tensor, torch.Tensor | None]
 
 
-def default_max_len(model: Transformer, source_length: int, prefix_length: int = 0) -> int:
+def default_max_new_tokens(model: Transformer, source_length: int, prefix_length: int = 0) -> int:
     """Generated tokens allowed: 1.5x the source plus 10, within the positional encoding's range."""
-    return max(1, min(model.config.max_tokens - prefix_length, int(1.5 * source_length) + 10))
+    return max(1, min(model.config.max_sequence_tokens - prefix_length, int(1.5 * source_length) + 10))
 
 
-def row_limits(model: Transformer, src_ids: torch.Tensor, prefix_length: int, max_len: int | None) -> list[int]:
-    """Generated-token limit of each sentence: ``max_len``, or (None or 0) from the sentence's own length (never from
-    its batch neighbours). A negative ``max_len`` is refused: a search with no step has nothing to return."""
-    if max_len is not None and max_len < 0:
-        raise ValueError(f"max_len must be at least 1, or 0 or None for the default; got {max_len}")
-    if max_len:
-        return [max_len] * src_ids.size(0)
+def row_limits(model: Transformer, src_ids: torch.Tensor, prefix_length: int, max_new_tokens: int | None) -> list[int]:
+    """Generated-token limit of each sentence: ``max_new_tokens``, or (None or 0) from the sentence's own length
+    (never from its batch neighbours). A negative ``max_new_tokens`` is refused: a search with no step has nothing to
+    return."""
+    if max_new_tokens is not None and max_new_tokens < 0:
+        raise ValueError(f"max_new_tokens must be at least 1, or 0 or None for the default; got {max_new_tokens}")
+    if max_new_tokens:
+        return [max_new_tokens] * src_ids.size(0)
     lengths = (src_ids != model.config.source_pad_id).sum(dim=1).tolist()
-    return [default_max_len(model, length, prefix_length) for length in lengths]
+    return [default_max_new_tokens(model, length, prefix_length) for length in lengths]
 
 
 DEFAULT_BEAM_SIZE = 5  # beams of every search that is not given a size (the page's greedy default aside)
 
-# Every beam search's default length-penalty alpha. GNMT's (Wu et al. 2016) 0.6 lets these small models' beams end
-# early, shorter than greedy translations; a larger alpha scored best on validation (docs/training-recipe.md).
-DEFAULT_ALPHA = 1.5
 
-
-def length_penalty(length: int, alpha: float) -> float:
-    """GNMT length penalty ((5 + length) / 6) ** alpha; alpha = 0 ranks by raw log-probability."""
-    return ((5.0 + length) / 6.0) ** alpha
-
-
-SCORING_STYLES = ("gnmt", "transformers")
-EARLY_STOPPING = (False, True, "never")
-
-
-@dataclass(frozen=True)
-class Scoring:
-    """How a search ranks, stops and ends: ours by default, or Hugging Face ``generate``'s (``style="transformers"``),
-    so that an imported model can decode exactly as its authors' settings do (model.generation_defaults).
-
-    ``gnmt``: hypotheses rank by log p / ((5 + length) / 6) ** alpha, length counting the prefix, and
-    a sentence stops only when no live beam can still beat the finished ones (exact). ``transformers``: log p /
-    (tokens generated) ** alpha, and ``early_stopping`` as generate reads it: False stops once the best live beam,
-    scored at its current length, cannot beat the worst finished one (a heuristic), True once ``beam_size``
-    hypotheses are finished, "never" scores the live beam at the length limit when alpha > 0.
-    """
-
-    style: str = "gnmt"
-    alpha: float = DEFAULT_ALPHA  # the length penalty's exponent (generate's ``length_penalty``)
-    early_stopping: bool | str = False  # transformers style only
-    renormalize: bool = True  # the never-generated tokens' mass is shared out; generate keeps it unless asked
-    banned: tuple[int, ...] = ()  # ids never generated besides padding and BOS (generate's one-token bad_words_ids)
-    force_eos: bool = False  # the last step the limit allows writes EOS (generate's ``forced_eos_token_id``)
-
-    def __post_init__(self) -> None:
-        if self.style not in SCORING_STYLES:
-            raise ValueError(f"style must be one of {', '.join(SCORING_STYLES)}, not {self.style!r}")
-        if self.early_stopping not in EARLY_STOPPING:
-            raise ValueError(f"early_stopping must be True, False or 'never', not {self.early_stopping!r}")
-
-    def penalty(self, generated: int, prefix: int) -> float:
-        """What the log-probability of a hypothesis of ``generated`` tokens after a ``prefix`` is divided by."""
-        if self.style == "gnmt":
-            return length_penalty(prefix + generated, self.alpha)
-        return float(generated) ** self.alpha
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Scoring:
-        return cls(**{**data, "banned": tuple(data.get("banned", ()))})
-
-
-OURS = Scoring()
-
-
-def next_token_log_probs(model: Transformer, logits: torch.Tensor, scoring: Scoring = OURS) -> torch.Tensor:
+def next_token_log_probs(model: Transformer, logits: torch.Tensor, scoring: Scoring = GNMT_SCORING) -> torch.Tensor:
     """Log-probabilities of the next token; padding and the start token (BOS) can never be generated, nor
     ``scoring.banned``. Renormalised, their probability goes to the other tokens; otherwise it is lost, as in
     generate without ``renormalize_logits``."""
@@ -133,10 +79,10 @@ def _reorder_cache(cache: DecoderCache, order: torch.Tensor) -> None:
 def greedy_decode(
     model: Transformer,
     src_ids: torch.Tensor,
-    max_len: int | None = None,
+    max_new_tokens: int | None = None,
     prefix: list[int] | None = None,
     encoded: Encoded | None = None,
-    scoring: Scoring = OURS,
+    scoring: Scoring = GNMT_SCORING,
 ) -> list[list[int]]:
     """src_ids (B, S) -> per sentence the generated ids (prefix included, EOS last when reached).
 
@@ -145,7 +91,7 @@ def greedy_decode(
     """
     config = model.config
     batch = src_ids.size(0)
-    limits = torch.tensor(row_limits(model, src_ids, len(prefix or []), max_len), device=src_ids.device)
+    limits = torch.tensor(row_limits(model, src_ids, len(prefix or []), max_new_tokens), device=src_ids.device)
     memory, src_allowed = encoded if encoded is not None else model.encode(src_ids)
     cache = model.new_cache()
     tokens = _start_tokens(model, batch, prefix, src_ids.device)
@@ -220,7 +166,7 @@ class _TreeRecorder:
         for rank, hypothesis in enumerate(hypotheses):
             node_id = next(node for kept, node in self.finished if kept is hypothesis)
             self.nodes[node_id].final_rank = rank
-        return BeamTree(self.nodes, hypotheses, list(prefix), beams, scoring.alpha, limit, self.stop, scoring.style)
+        return BeamTree(self.nodes, hypotheses, list(prefix), beams, scoring, limit, self.stop)
 
 
 class _NoRecorder:
@@ -250,36 +196,27 @@ class _NoRecorder:
 Recorder = _TreeRecorder | _NoRecorder
 
 
-def chosen_scoring(alpha: float, scoring: Scoring | None) -> Scoring:
-    """A search's scoring from its two ways of asking: a length-penalty ``alpha`` of ours, or a whole ``scoring``."""
-    if scoring is None:
-        return Scoring(alpha=alpha)
-    if alpha != DEFAULT_ALPHA:
-        raise ValueError("give alpha or scoring, not both (a scoring has its own alpha)")
-    return scoring
-
-
 @torch.inference_mode()
 def beam_search(
     model: Transformer,
     src_ids: torch.Tensor,
     beam_size: int = DEFAULT_BEAM_SIZE,
-    max_len: int | None = None,
-    alpha: float = DEFAULT_ALPHA,
+    max_new_tokens: int | None = None,
     prefix: list[int] | None = None,
     encoded: Encoded | None = None,
-    scoring: Scoring | None = None,
+    scoring: Scoring = GNMT_SCORING,
 ) -> list[list[Hypothesis]]:
     """Batched beam search: src_ids (B, S) -> per sentence up to beam_size hypotheses, best first.
 
     Candidates are the top 2*beam_size extensions of all beams; an EOS among the top
     beam_size finishes a hypothesis. A sentence stops once beam_size hypotheses are
     finished and no live beam can still beat the worst of them (scores only fall as tokens
-    are added, and the length penalty is at most that of max_len), so with a beam as wide
+    are added, and the length penalty is at most that of max_new_tokens), so with a beam as wide
     as the search space the result equals exhaustive search. ``encoded``: as for greedy_decode.
-    ``scoring``: another way to rank and stop (Scoring), e.g. Hugging Face generate's; else ours with ``alpha``.
+    ``scoring``: how to rank and stop: ours (GNMT's length penalty; ``Scoring(alpha=...)`` for another alpha) or
+    Hugging Face generate's.
     """
-    return _search(model, src_ids, beam_size, max_len, chosen_scoring(alpha, scoring), prefix, None, encoded)
+    return _search(model, src_ids, beam_size, max_new_tokens, scoring, prefix, None, encoded)
 
 
 @torch.inference_mode()
@@ -287,17 +224,15 @@ def beam_search_tree(
     model: Transformer,
     src_ids: torch.Tensor,
     beam_size: int = DEFAULT_BEAM_SIZE,
-    max_len: int | None = None,
-    alpha: float = DEFAULT_ALPHA,
+    max_new_tokens: int | None = None,
     prefix: list[int] | None = None,
-    scoring: Scoring | None = None,
+    scoring: Scoring = GNMT_SCORING,
 ) -> list[BeamTree]:
     """beam_search, recording every candidate it examines: per sentence a BeamTree whose
     ``hypotheses`` are exactly beam_search's result (the same code runs, with a recorder)."""
-    scoring = chosen_scoring(alpha, scoring)
     recorders = [_TreeRecorder(model.config.start_id, beam_size) for _ in range(src_ids.size(0))]
-    results = _search(model, src_ids, beam_size, max_len, scoring, prefix, recorders)
-    limits = row_limits(model, src_ids, len(prefix or []), max_len)
+    results = _search(model, src_ids, beam_size, max_new_tokens, scoring, prefix, recorders)
+    limits = row_limits(model, src_ids, len(prefix or []), max_new_tokens)
     return [
         recorder.tree(hypotheses, list(prefix or []), beam_size, scoring, limit)
         for recorder, hypotheses, limit in zip(recorders, results, limits, strict=True)
@@ -378,7 +313,7 @@ def _search(
     model: Transformer,
     src_ids: torch.Tensor,
     beam_size: int,
-    max_len: int | None,
+    max_new_tokens: int | None,
     scoring: Scoring,
     prefix: list[int] | None,
     recorders: list[_TreeRecorder] | None,
@@ -390,7 +325,7 @@ def _search(
     config = model.config
     batch, beams, device = src_ids.size(0), beam_size, src_ids.device
     prefix = list(prefix or [])
-    limits = row_limits(model, src_ids, len(prefix), max_len)
+    limits = row_limits(model, src_ids, len(prefix), max_new_tokens)
     beam_limits = torch.tensor(limits, device=device).repeat_interleave(beams)  # (B*K,) each beam's sentence's
     watchers: list[Recorder] = list(recorders) if recorders is not None else [_NoRecorder()] * batch
     memory, src_allowed = encoded if encoded is not None else model.encode(src_ids)
@@ -428,7 +363,7 @@ def _search(
             kept = _choose(step, row, ranked, vocab, config.eos_id, finished[row], recorder)
             if number == limits[row]:
                 _finish_live(step, row, kept, finished[row], recorder)
-                recorder.end("max_len")
+                recorder.end("max_new_tokens")
                 done[row] = True
             finished[row].sort(key=lambda h: h.score, reverse=True)
             del finished[row][beams:]

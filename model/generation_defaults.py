@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from model.config import TransformerConfig
-from model.decoding import Scoring
+from model.scoring import Scoring
 
 # generate's values when a setting is absent (transformers.GenerationConfig's defaults)
 GENERATE_DEFAULTS: dict[str, Any] = {
@@ -37,10 +37,10 @@ NEUTRAL: dict[str, Any] = {
 
 @dataclass(frozen=True)
 class AuthorsDecoding:
-    """One model's authors' decoding: pass ``beam_size``, ``max_len`` and ``scoring`` to Translator.trace."""
+    """One model's authors' decoding: pass ``beam_size``, ``max_new_tokens`` and ``scoring`` to Translator.trace."""
 
     beam_size: int
-    max_len: int  # tokens generated at most, the last one </s> when ``scoring.force_eos``
+    max_new_tokens: int  # tokens generated at most, the last one </s> when ``scoring.force_eos``
     scoring: Scoring
     not_followed: tuple[str, ...] = ()  # their settings our search does not apply, as "name=value"
 
@@ -52,7 +52,9 @@ class AuthorsDecoding:
             parts.append(f"length penalty {self.scoring.alpha:g}")
             if self.scoring.early_stopping is not False:
                 parts.append(f"early stopping {self.scoring.early_stopping}")
-        parts.append(f"up to {self.max_len} tokens" + (", the last forced to </s>" if self.scoring.force_eos else ""))
+        parts.append(
+            f"up to {self.max_new_tokens} tokens" + (", the last forced to </s>" if self.scoring.force_eos else "")
+        )
         return ", ".join(parts)
 
 
@@ -88,7 +90,7 @@ def authors_decoding(defaults: dict[str, Any], config: TransformerConfig) -> Aut
     )
     return AuthorsDecoding(
         beam_size=max(1, int(settings["num_beams"])),
-        max_len=max(1, min(limit, config.max_tokens)),
+        max_new_tokens=max(1, min(limit, config.max_sequence_tokens)),
         scoring=scoring,
         not_followed=tuple(not_followed),
     )

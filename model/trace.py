@@ -10,21 +10,103 @@ from __future__ import annotations
 
 import io
 import json
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from model.heads import attention_modules
+from model.scoring import Scoring
 
 DEFAULT_TOP_K = 5  # next-token candidates a trace keeps per step, unless asked for more
 ARRAY_FIELDS = ("step_probs", "topk_ids", "topk_probs")
 DICT_ARRAY_FIELDS = ("attention", "positional", "embedding_norms")
+DECODING_MODES = ("greedy", "beam", "forced")  # forced: teacher forcing, the output given rather than searched
+
+
+@dataclass(frozen=True)
+class TraceSettings:
+    """What a trace asked for: how the output was found (searched, or given) and how much of each step it keeps."""
+
+    mode: str = "greedy"  # one of DECODING_MODES
+    beam_size: int = 1
+    max_new_tokens: int | None = None  # the output limit asked for; None: the model's own
+    top_k: int = DEFAULT_TOP_K
+    target: str | None = None  # teacher forcing's output as text
+    prefix: str | None = None  # the output's forced start as text
+    target_ids: list[int] | None = None  # teacher forcing's output ids (BOS left out)
+    prefix_ids: list[int] = field(default_factory=list)  # the output's forced start (BOS left out)
+    scoring: Scoring | None = None  # how the search ranked and stopped; None: ours (model.scoring.GNMT_SCORING)
+
+    def __post_init__(self) -> None:
+        if self.mode not in DECODING_MODES:
+            raise ValueError(f"mode must be one of {DECODING_MODES}, not {self.mode!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "scoring": self.scoring.to_dict() if self.scoring else None}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TraceSettings:
+        """From to_dict's output, or from the settings of a trace saved before the output limit was renamed."""
+        values = {f.name: data[f.name] for f in fields(cls) if f.name in data}
+        if "max_len" in data and "max_new_tokens" not in data:
+            values["max_new_tokens"] = data["max_len"]
+        if data.get("scoring"):
+            values["scoring"] = Scoring.from_dict(data["scoring"])
+        values["prefix_ids"] = list(values.get("prefix_ids") or [])
+        return cls(**values)
+
+
+@dataclass(frozen=True)
+class Fork:
+    """What-if decoding's forced choice (Translator.fork): at ``step`` the tokens ``token_ids`` were written in place
+    of the model's, and the model went on from there."""
+
+    step: int
+    token_ids: list[int]
+    pieces: list[str]
+    notice: str | None  # e.g. a typed word that is several pieces, all forced
+    original_target_ids: list[int]
+
+
+# Where a trace saved before TraceOutcome kept an experiment's record, and the experiment's name.
+FORMER_EXPERIMENT_KEYS = {"ablation": "ablation", "word_order": "word_order", "positional_experiment": "word_order"}
+
+
+@dataclass
+class TraceOutcome:
+    """What happened while tracing, as opposed to what was asked (TraceSettings)."""
+
+    truncated: bool = False  # the source had more pieces than the model's positions hold, and was cut
+    source_pieces_before_truncation: int = 0
+    cut_off: bool = False  # the output reached its limit before the model wrote EOS: it may be unfinished
+    notice: str | None = None  # e.g. the GPU ran out of memory and the CPU ran it
+    fork: Fork | None = None  # a what-if trace's forced choice
+    beam_node: int | None = None  # a beam-tree node's trace: the node
+    # an experiment that changed the model or the input for this trace: its name ("ablation", "word_order") and
+    # choices, e.g. {"name": "ablation", "heads": [...], "mode": "zero"}
+    experiment: dict[str, Any] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TraceOutcome:
+        """From to_dict's output, or from the settings of a trace saved when what happened was kept there."""
+        values = {f.name: data[f.name] for f in fields(cls) if f.name in data}
+        if data.get("fork"):
+            values["fork"] = Fork(**data["fork"])
+        for key, name in FORMER_EXPERIMENT_KEYS.items():
+            if data.get(key) and not values.get("experiment"):
+                values["experiment"] = {"name": name, **data[key]}
+        return cls(**values)
 
 
 @dataclass
 class Trace:
+    """One translation's steps: tokens, probabilities, every head's attention and the positional encodings."""
+
     source_text: str
     source_ids: list[int]  # pieces + EOS, as the encoder saw them
     source_pieces: list[str]
@@ -38,7 +120,8 @@ class Trace:
     attention: dict[str, np.ndarray]  # module name -> (heads, queries, keys)
     positional: dict[str, np.ndarray]  # module name -> (positions, d_model), the encoding added
     embedding_norms: dict[str, np.ndarray]  # "encoder"/"decoder" -> (positions,) |scaled token embedding|
-    settings: dict[str, Any] = field(default_factory=dict)  # decoding mode, beam size, truncation, ...
+    settings: TraceSettings = field(default_factory=TraceSettings)  # what was asked
+    outcome: TraceOutcome = field(default_factory=TraceOutcome)  # what happened
     model_info: dict[str, Any] = field(default_factory=dict)  # layers, heads, d_model, checkpoint
 
     @property
@@ -69,6 +152,8 @@ class Trace:
                 data[name] = value.tolist()
             elif name in DICT_ARRAY_FIELDS:
                 data[name] = {k: v.tolist() for k, v in value.items()}
+            elif name in ("settings", "outcome"):
+                data[name] = value.to_dict()
             else:
                 data[name] = value
         return data
@@ -81,7 +166,7 @@ class Trace:
         values["topk_ids"] = np.asarray(values["topk_ids"], dtype=np.int64)
         for name in DICT_ARRAY_FIELDS:
             values[name] = {k: np.asarray(v, dtype=np.float32) for k, v in values[name].items()}
-        return cls(**values)
+        return cls(**typed_settings(values))
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), ensure_ascii=False)
@@ -96,7 +181,7 @@ class Trace:
         for group in DICT_ARRAY_FIELDS:
             for key, value in getattr(self, group).items():
                 arrays[f"{group}/{key}"] = value
-        meta = {k: v for k, v in self.__dict__.items() if k not in ARRAY_FIELDS and k not in DICT_ARRAY_FIELDS}
+        meta = {k: v for k, v in self.to_dict().items() if k not in ARRAY_FIELDS and k not in DICT_ARRAY_FIELDS}
         meta["groups"] = {group: list(getattr(self, group)) for group in DICT_ARRAY_FIELDS}
         buffer = io.BytesIO()
         np.savez_compressed(buffer, meta=np.array(json.dumps(meta, ensure_ascii=False)), **arrays)
@@ -113,4 +198,12 @@ class Trace:
                 values[name] = npz[name]
             for group, keys in groups.items():
                 values[group] = {key: npz[f"{group}/{key}"] for key in keys}
-        return cls(**values)
+        return cls(**typed_settings(values))
+
+
+def typed_settings(values: dict[str, Any]) -> dict[str, Any]:
+    """A saved trace's fields with its settings and outcome typed. A trace saved before TraceOutcome existed kept
+    both in one ``settings`` dict: what happened is read from there."""
+    settings = values.get("settings") or {}
+    outcome = values.get("outcome", settings)
+    return {**values, "settings": TraceSettings.from_dict(settings), "outcome": TraceOutcome.from_dict(outcome or {})}

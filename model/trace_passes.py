@@ -8,7 +8,8 @@ from dataclasses import dataclass
 import torch
 
 from model.capture import capture_attention
-from model.decoding import Encoded, Scoring, next_token_log_probs
+from model.decoding import Encoded, next_token_log_probs
+from model.scoring import Scoring
 from model.transformer import Transformer
 
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from model.decoding import DEFAULT_ALPHA, DEFAULT_BEAM_SIZE
+from model.decoding import DEFAULT_BEAM_SIZE
+from model.scoring import DEFAULT_ALPHA, GNMT_SCORING, Scoring
 from model.translator import DEFAULT_BATCH_SIZE, Translator
 
 
@@ -21,7 +22,11 @@ def add_decoding_arguments(parser: argparse.ArgumentParser) -> None:
         "--beam", type=int, default=DEFAULT_BEAM_SIZE, help="beam size (1: greedy decoding; default: %(default)s)"
     )
     parser.add_argument(
-        "--max-len", type=int, help="most tokens generated per sentence (default: 1.5 x source length + 10)"
+        "--max-new-tokens",
+        "--max-len",  # the name older scripts use
+        dest="max_new_tokens",
+        type=int,
+        help="most tokens generated per sentence (default: 1.5 x source length + 10; --max-len is its former name)",
     )
     parser.add_argument(
         "--length-penalty",
@@ -69,14 +74,14 @@ def translate_lines(
     translator: Translator,
     lines: list[str],
     beam: int,
-    max_len: int | None,
+    max_new_tokens: int | None,
     batch_size: int,
-    alpha: float = DEFAULT_ALPHA,
+    scoring: Scoring = GNMT_SCORING,
 ) -> list[str]:
     """Translations of lines; blank lines stay blank so that output lines match input lines."""
     wanted = [i for i, line in enumerate(lines) if line.strip()]
     texts = [lines[i] for i in wanted]
-    outputs = translator.translate_batch(texts, beam, max_len, batch_size, alpha) if wanted else []
+    outputs = translator.translate_batch(texts, beam, max_new_tokens, batch_size, scoring) if wanted else []
     result = [""] * len(lines)
     for index, output in zip(wanted, outputs, strict=True):
         result[index] = output
@@ -98,8 +103,10 @@ def main(argv: list[str] | None = None) -> None:
     for notice in translator.notices:
         print(notice, file=sys.stderr)
 
+    scoring = Scoring(alpha=args.length_penalty)
+
     def emit(lines: list[str]) -> None:
-        for line in translate_lines(translator, lines, args.beam, args.max_len, args.batch_size, args.length_penalty):
+        for line in translate_lines(translator, lines, args.beam, args.max_new_tokens, args.batch_size, scoring):
             print(line, flush=True)
 
     if args.text:

@@ -8,7 +8,7 @@ import threading
 import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import numpy as np
 import torch
@@ -16,19 +16,17 @@ import torch
 from model.beam_tree import BeamTree
 from model.card import Card
 from model.decoding import (
-    DEFAULT_ALPHA,
     DEFAULT_BEAM_SIZE,
     Encoded,
-    Scoring,
     beam_search,
     beam_search_tree,
-    chosen_scoring,
-    default_max_len,
+    default_max_new_tokens,
     greedy_decode,
 )
 from model.generation_defaults import AuthorsDecoding, authors_decoding
+from model.scoring import GNMT_SCORING, Scoring
 from model.tokenizer import Tokenizer
-from model.trace import DEFAULT_TOP_K, Trace
+from model.trace import DEFAULT_TOP_K, Fork, Trace, TraceOutcome, TraceSettings
 from model.trace_passes import encode_captured, forced_pass
 from model.transformer import Transformer
 from model.whatif import fork_prefix, resolve_choice
@@ -52,7 +50,7 @@ def forced_end(scoring: Scoring | None, output: list[int], prefix: list[int], li
 @dataclass
 class SourceIds:
     ids: list[int]  # pieces + EOS
-    truncated: bool  # True when the text had more pieces than the model's max_len allows
+    truncated: bool  # True when the text had more pieces than the model's positions hold
     original_length: int
 
 
@@ -76,9 +74,9 @@ class Translator:
     @property
     def authors_limit(self) -> int | None:
         """Output tokens an imported model's authors allow by default (their generation settings' length, as
-        ``authors_decoding`` reads it), or None for a model trained here (its default is ``default_max_len``)."""
+        ``authors_decoding`` reads it), or None for a model trained here (its default is ``default_max_new_tokens``)."""
         authors = self.authors_decoding
-        return authors.max_len if authors else None
+        return authors.max_new_tokens if authors else None
 
     @property
     def authors_decoding(self) -> AuthorsDecoding | None:
@@ -89,7 +87,7 @@ class Translator:
 
     def source_ids(self, text: str) -> SourceIds:
         pieces = self.tokenizer.encode(clean_text(text), "source")
-        limit = self.config.max_tokens  # keep room for EOS
+        limit = self.config.max_sequence_tokens  # keep room for EOS
         return SourceIds(pieces[:limit] + [self.config.eos_id], len(pieces) > limit, len(pieces))
 
     def target_ids(self, text: str, room: int) -> list[int]:
@@ -124,10 +122,9 @@ class Translator:
         device: torch.device,
         sources: list[list[int]],
         beam_size: int,
-        max_len: int | None,
+        max_new_tokens: int | None,
         prefix: list[int] | None,
         encoded: Encoded | None = None,
-        alpha: float = DEFAULT_ALPHA,
         scoring: Scoring | None = None,
     ) -> list[list[int]]:
         width = max(len(ids) for ids in sources)
@@ -135,30 +132,34 @@ class Translator:
         for row, ids in enumerate(sources):
             src[row, : len(ids)] = torch.tensor(ids)
         src = src.to(device)
+        scoring = scoring or GNMT_SCORING
         if beam_size <= 1:
-            return greedy_decode(model, src, max_len, prefix, encoded, scoring or Scoring(alpha=alpha))
-        hypotheses = beam_search(model, src, beam_size, max_len, alpha, prefix, encoded, scoring)
+            return greedy_decode(model, src, max_new_tokens, prefix, encoded, scoring)
+        hypotheses = beam_search(model, src, beam_size, max_new_tokens, prefix, encoded, scoring)
         return [hyps[0].tokens for hyps in hypotheses]
 
     def translate(
-        self, text: str, beam_size: int = DEFAULT_BEAM_SIZE, max_len: int | None = None, scoring: Scoring | None = None
+        self,
+        text: str,
+        beam_size: int = DEFAULT_BEAM_SIZE,
+        max_new_tokens: int | None = None,
+        scoring: Scoring | None = None,
     ) -> str:
-        return self.translate_batch([text], beam_size=beam_size, max_len=max_len, scoring=scoring)[0]
+        return self.translate_batch([text], beam_size=beam_size, max_new_tokens=max_new_tokens, scoring=scoring)[0]
 
     def translate_batch(
         self,
         texts: list[str],
         beam_size: int = DEFAULT_BEAM_SIZE,
-        max_len: int | None = None,
+        max_new_tokens: int | None = None,
         batch_size: int = DEFAULT_BATCH_SIZE,
-        alpha: float = DEFAULT_ALPHA,
         scoring: Scoring | None = None,
     ) -> list[str]:
-        """Translate many sentences, batching similar lengths together; ``alpha``: the beam's length penalty, or
-        ``scoring``: the whole way a search ranks and stops (e.g. ``authors_decoding.scoring``)."""
+        """Translate many sentences, batching similar lengths together; ``scoring``: how a search ranks and stops
+        (None: ours; ``Scoring(alpha=...)`` another length penalty; ``authors_decoding.scoring`` the authors')."""
         sources = [self.source_ids(text).ids for text in texts]
-        if max_len is None and self.authors_limit is not None:  # else each sentence's own default (row_limits)
-            max_len = min(self.authors_limit, self.config.max_tokens)
+        if max_new_tokens is None and self.authors_limit is not None:  # else each sentence's own default (row_limits)
+            max_new_tokens = min(self.authors_limit, self.config.max_sequence_tokens)
         order = sorted(range(len(texts)), key=lambda i: len(sources[i]))
         results: list[str] = [""] * len(texts)
         for start in range(0, len(order), batch_size):
@@ -166,7 +167,7 @@ class Translator:
             chunk_sources = [sources[i] for i in chunk]
             outputs, _ = self.run(
                 lambda m, d, batch=chunk_sources: self._generate(
-                    m, d, batch, beam_size, max_len, None, alpha=alpha, scoring=scoring
+                    m, d, batch, beam_size, max_new_tokens, None, scoring=scoring
                 )
             )
             for index, ids in zip(chunk, outputs, strict=True):
@@ -177,7 +178,7 @@ class Translator:
         self,
         text: str,
         beam_size: int = DEFAULT_BEAM_SIZE,
-        max_len: int | None = None,
+        max_new_tokens: int | None = None,
         top_k: int = DEFAULT_TOP_K,
         target: str | None = None,
         prefix: str | None = None,
@@ -189,7 +190,7 @@ class Translator:
         """Translate (or, with ``target``, teacher-force) one sentence and record every step.
 
         ``prefix``: force the first output tokens and let the model continue from there
-        (``max_len`` then counts the tokens after the prefix). ``target_ids`` and
+        (``max_new_tokens`` then counts the tokens after the prefix). ``target_ids`` and
         ``prefix_ids`` do the same with target token ids instead of text (BOS left out;
         ``target_ids`` is read exactly as given, so EOS only when it is there), e.g. a beam
         search hypothesis or a what-if fork. ``scoring``: how the search ranks, stops and ends (None: ours);
@@ -199,7 +200,7 @@ class Translator:
             raise ValueError("give target or target_ids, not both")
         if prefix is not None and prefix_ids is not None:
             raise ValueError("give prefix or prefix_ids, not both")
-        room = self.config.max_tokens  # decoder positions: BOS and the output
+        room = self.config.max_sequence_tokens  # decoder positions: BOS and the output
         if target is not None:
             target_ids = self.target_ids(target, room - 1) + [self.config.eos_id]
         elif target_ids is not None:
@@ -210,28 +211,27 @@ class Translator:
             prefix_ids = self._checked_output(prefix_ids, "prefix_ids")
         else:
             prefix_ids = self.target_ids(prefix, room - 1) if prefix else []
-        settings = {
-            "target": target,
-            "prefix": prefix,
-            "target_ids": target_ids,
-            "prefix_ids": prefix_ids,
-            "scoring": scoring.to_dict() if scoring else None,
-        }
-        trace, notice = self.run(
-            lambda m, d: self._trace_on(
-                m, d, text, beam_size, max_len or None, top_k, target_ids, prefix_ids, settings, scoring
-            )
+        settings = TraceSettings(
+            mode="forced" if target_ids is not None else "greedy" if beam_size <= 1 else "beam",
+            beam_size=beam_size,
+            max_new_tokens=max_new_tokens or None,
+            top_k=top_k,
+            target=target,
+            prefix=prefix,
+            target_ids=target_ids,
+            prefix_ids=prefix_ids,
+            scoring=scoring,
         )
-        if notice:
-            trace.settings["notice"] = notice
+        trace, notice = self.run(lambda m, d: self._trace_on(m, d, text, settings))
+        trace.outcome.notice = notice
         return trace
 
     def _checked_output(self, ids: list[int], name: str) -> list[int]:
         """Target ids the decoder could have produced: in the vocabulary, no padding or BOS, EOS only last."""
         config = self.config
         ids = [int(token) for token in ids]
-        if len(ids) > config.max_tokens:
-            raise ValueError(f"{name} has {len(ids)} tokens; the model reads at most {config.max_tokens}")
+        if len(ids) > config.max_sequence_tokens:
+            raise ValueError(f"{name} has {len(ids)} tokens; the model reads at most {config.max_sequence_tokens}")
         for position, token in enumerate(ids):
             if not 0 <= token < config.tgt_vocab_size or token in config.never_generated:
                 raise ValueError(f"{name}[{position}] = {token} is not a token the decoder can produce")
@@ -244,58 +244,42 @@ class Translator:
 
         ``token`` is a target token id (e.g. ``original.topk_ids[step][i]``; EOS ends the
         translation there) or typed text, encoded as a new word: when it is several pieces all
-        are forced, one per step, and ``settings["fork"]["notice"]`` says so. The rest is
+        are forced, one per step, and ``outcome.fork.notice`` says so. The rest is
         decoded as the original was: greedy or beam search with its beam size, and within its
         output length limit (so forking with the token a greedy original took gives the
         original back). Steps before ``step`` read the same input as the original's, so their
         probabilities and attention rows are the original's. The returned Trace's
-        ``settings["fork"]`` holds the step, the forced ids and pieces and the original's ids.
+        ``outcome.fork`` holds the step, the forced ids and pieces and the original's ids.
         """
         choice = resolve_choice(self.tokenizer, self.config, token)
         prefix_ids = fork_prefix(original, step, choice, self.config)
-        settings = original.settings
-        original_prefix = list(settings.get("prefix_ids") or [])
-        source_length = len(original.source_ids)
+        asked = original.settings
+        original_prefix = asked.prefix_ids
         total = len(original_prefix) + self._output_limit(
-            self.model, source_length, settings.get("max_len"), original_prefix
+            self.model, len(original.source_ids), asked.max_new_tokens, original_prefix
         )
-        room = max(0, total - len(prefix_ids))  # what is left of the original's limit after the forced tokens
-        beam_size = int(settings.get("beam_size", 1))
-        top_k = top_k or int(settings.get("top_k", DEFAULT_TOP_K))
-        scoring = Scoring.from_dict(settings["scoring"]) if settings.get("scoring") else None
-        requested = {
-            "target": None,
-            "prefix": None,
-            "target_ids": None,
-            "prefix_ids": prefix_ids,
-            "scoring": settings.get("scoring"),
-        }
-        forked, notice = self.run(
-            lambda m, d: self._trace_on(
-                m, d, original.source_text, beam_size, room, top_k, None, prefix_ids, requested, scoring
-            )
+        settings = TraceSettings(
+            mode="greedy" if asked.beam_size <= 1 else "beam",
+            beam_size=asked.beam_size,
+            max_new_tokens=max(0, total - len(prefix_ids)),  # what is left of the original's limit after the choice
+            top_k=top_k or asked.top_k,
+            prefix_ids=prefix_ids,
+            scoring=asked.scoring,
         )
-        if notice:
-            forked.settings["notice"] = notice
-        forked.settings["fork"] = {
-            "step": step,
-            "token_ids": choice.ids,
-            "pieces": choice.pieces,
-            "notice": choice.notice,
-            "original_target_ids": list(original.target_ids),
-        }
+        forked, notice = self.run(lambda m, d: self._trace_on(m, d, original.source_text, settings))
+        forked.outcome.notice = notice
+        forked.outcome.fork = Fork(step, choice.ids, choice.pieces, choice.notice, list(original.target_ids))
         return forked
 
     def beam_tree(
         self,
         text: str,
         beam_size: int = DEFAULT_BEAM_SIZE,
-        max_len: int | None = None,
-        alpha: float = DEFAULT_ALPHA,
+        max_new_tokens: int | None = None,
         prefix_ids: list[int] | None = None,
         scoring: Scoring | None = None,
     ) -> BeamTree:
-        """The search behind ``trace(text, beam_size, max_len)``: every hypothesis it examined, as plain data.
+        """The search behind ``trace(text, beam_size, max_new_tokens)``: every hypothesis it examined, as plain data.
 
         Each node has an id, its parent's id, its piece, cumulative log-probability,
         length-normalised score and status (kept / pruned / finished); ``tree.hypotheses`` is
@@ -306,8 +290,10 @@ class Translator:
         prefix_ids = self._checked_output(prefix_ids or [], "prefix_ids")
         if prefix_ids[-1:] == [self.config.eos_id]:
             raise ValueError("prefix_ids ends with EOS: there is nothing left to search")
-        scoring = chosen_scoring(alpha, scoring)
-        tree, _ = self.run(lambda m, d: self._beam_tree_on(m, d, source.ids, beam_size, max_len, scoring, prefix_ids))
+        scoring = scoring or GNMT_SCORING
+        tree, _ = self.run(
+            lambda m, d: self._beam_tree_on(m, d, source.ids, beam_size, max_new_tokens, scoring, prefix_ids)
+        )
         for node, piece in zip(tree.nodes, self.tokenizer.pieces([n.token for n in tree.nodes], "target"), strict=True):
             node.piece = piece
         tree.source_text = text
@@ -322,15 +308,15 @@ class Translator:
         device: torch.device,
         source: list[int],
         beam_size: int,
-        max_len: int | None,
+        max_new_tokens: int | None,
         scoring: Scoring,
         prefix_ids: list[int],
     ) -> BeamTree:
-        limit = self._output_limit(model, len(source), max_len or None, prefix_ids)
+        limit = self._output_limit(model, len(source), max_new_tokens or None, prefix_ids)
         if limit < 1:
             raise ValueError(f"a prefix of {len(prefix_ids)} tokens leaves no room to search in this model")
         src = torch.tensor([source], dtype=torch.long, device=device)
-        return beam_search_tree(model, src, beam_size, max_len=limit, prefix=prefix_ids, scoring=scoring)[0]
+        return beam_search_tree(model, src, beam_size, max_new_tokens=limit, prefix=prefix_ids, scoring=scoring)[0]
 
     def beam_node_trace(self, tree: BeamTree, node_id: int, top_k: int = DEFAULT_TOP_K) -> Trace:
         """The hypothesis ending at one beam-tree node, teacher-forced: its attention at every step.
@@ -341,50 +327,37 @@ class Translator:
         if not 0 < node_id < len(tree.nodes):
             raise ValueError(f"node_id must be in 1..{len(tree.nodes) - 1} (0 is the root), not {node_id}")
         trace = self.trace(tree.source_text, beam_size=tree.beam_size, top_k=top_k, target_ids=tree.sequence(node_id))
-        trace.settings["beam_node"] = node_id
+        trace.outcome.beam_node = node_id
         return trace
 
-    def _output_limit(self, model: Transformer, source_length: int, max_len: int | None, prefix: list[int]) -> int:
-        """Tokens decoding may add after the prefix: ``max_len`` (None: the model authors' limit, else the default),
-        within the model's positions."""
-        if max_len is None:
-            max_len = self.authors_limit or default_max_len(model, source_length, len(prefix))
-        return min(max_len, self.config.max_tokens - len(prefix))
+    def _output_limit(
+        self, model: Transformer, source_length: int, max_new_tokens: int | None, prefix: list[int]
+    ) -> int:
+        """Tokens decoding may add after the prefix: ``max_new_tokens`` (None: the model authors' limit, else the
+        default), within the model's positions."""
+        if max_new_tokens is None:
+            max_new_tokens = self.authors_limit or default_max_new_tokens(model, source_length, len(prefix))
+        return min(max_new_tokens, self.config.max_sequence_tokens - len(prefix))
 
-    def _trace_on(
-        self,
-        model: Transformer,
-        device: torch.device,
-        text: str,
-        beam_size: int,
-        max_len: int | None,
-        top_k: int,
-        forced_ids: list[int] | None,
-        prefix_ids: list[int],
-        requested: dict[str, Any],
-        scoring: Scoring | None = None,
-    ) -> Trace:
-        config = self.config
+    def _trace_on(self, model: Transformer, device: torch.device, text: str, settings: TraceSettings) -> Trace:
+        config, scoring, prefix_ids = self.config, settings.scoring, settings.prefix_ids
         source = self.source_ids(text)
         encoder_pass = encode_captured(model, source.ids)  # the sentence's one encoder pass
         limit = 0  # tokens decoding could add: none when teacher-forced
-        if forced_ids is not None:
-            mode = "forced"
-            output = forced_ids
+        if settings.target_ids is not None:
+            output = settings.target_ids
         else:
-            mode = "greedy" if beam_size <= 1 else "beam"
-            limit = self._output_limit(model, len(source.ids), max_len, prefix_ids)
+            limit = self._output_limit(model, len(source.ids), settings.max_new_tokens, prefix_ids)
             if limit > 0 and prefix_ids[-1:] != [config.eos_id]:
-                sources = [source.ids]
                 encoded = encoder_pass.encoded
-                output = self._generate(model, device, sources, beam_size, limit, prefix_ids, encoded, scoring=scoring)[
-                    0
-                ]
+                output = self._generate(
+                    model, device, [source.ids], settings.beam_size, limit, prefix_ids, encoded, scoring=scoring
+                )[0]
             else:
                 output = prefix_ids
         target_ids = [config.start_id] + output
         result = forced_pass(model, encoder_pass, target_ids, scoring.banned if scoring else ())
-        k = min(top_k, result.probs.size(-1))
+        k = min(settings.top_k, result.probs.size(-1))
         top = result.probs.topk(k, dim=-1)
         chosen = torch.tensor(target_ids[1:])
         return Trace(
@@ -401,19 +374,15 @@ class Translator:
             attention={name: value.float().numpy() for name, value in result.attention.items()},
             positional={name: value.float().numpy() for name, value in result.positional.items()},
             embedding_norms={name: value.numpy() for name, value in result.embedding_norms.items()},
-            settings={
-                "mode": mode,
-                "beam_size": beam_size,
-                "max_len": max_len,
-                "top_k": top_k,
-                **requested,
-                "truncated": source.truncated,
-                "source_pieces_before_truncation": source.original_length,
+            settings=settings,
+            outcome=TraceOutcome(
+                truncated=source.truncated,
+                source_pieces_before_truncation=source.original_length,
                 # decoding reached its output limit before the model wrote EOS (or was made to write it there, as
                 # generate's forced_eos_token_id does): the translation may be unfinished
-                "cut_off": mode != "forced"
+                cut_off=settings.mode != "forced"
                 and (target_ids[-1] != config.eos_id or forced_end(scoring, output, prefix_ids, limit)),
-            },
+            ),
             model_info={
                 "checkpoint": self.name,
                 "d_model": config.d_model,

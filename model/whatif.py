@@ -54,7 +54,7 @@ def fork_prefix(original: Trace, step: int, choice: Choice, config: TransformerC
     if isinstance(step, bool) or not isinstance(step, int) or not 0 <= step < original.n_steps:
         raise ValueError(f"step must be an integer in 0..{original.n_steps - 1}, not {step!r}")
     prefix = list(original.target_ids[1 : step + 1]) + choice.ids
-    room = config.max_tokens  # decoder positions: BOS and the output
+    room = config.max_sequence_tokens  # decoder positions: BOS and the output
     if len(prefix) > room:
         raise ValueError(
             f"forcing {len(choice.ids)} pieces at step {step} needs {len(prefix)} output positions; "

@@ -93,13 +93,13 @@ def handout_files(monkeypatch) -> dict:
 @pytest.fixture(scope="module")
 def traces(translator) -> list[Trace]:
     """Greedy traces (6 steps at most) of STATISTICS_SENTENCES: the head statistics' inputs."""
-    return [translator.trace(text, beam_size=1, max_len=6) for text in STATISTICS_SENTENCES]
+    return [translator.trace(text, beam_size=1, max_new_tokens=6) for text in STATISTICS_SENTENCES]
 
 
 @pytest.fixture(scope="module")
 def internals_trace(translator) -> Trace:
     """A greedy trace of INTERNALS_SENTENCE (9 steps at most): inside one head."""
-    return translator.trace(INTERNALS_SENTENCE, beam_size=1, max_len=9)
+    return translator.trace(INTERNALS_SENTENCE, beam_size=1, max_new_tokens=9)
 
 
 @pytest.fixture(scope="module")

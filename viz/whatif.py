@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import html
-from typing import Any
 
 import numpy as np
 import plotly.graph_objects as go
 
 from model.heads import parse_module_name
-from model.trace import Trace
+from model.trace import Fork, Trace
 from viz.attention import head_heatmap
 from viz.style import ATTENTION_COLORSCALE, base_layout, head_colour, token_rows
 from viz.tokens import display_labels, word_text
@@ -18,11 +17,11 @@ from viz.trace_views import attention_axes
 FORK_COLOUR = head_colour(1)
 
 
-def fork_info(forked: Trace) -> dict[str, Any]:
+def fork_info(forked: Trace) -> Fork:
     """The fork's record (step, forced ids and pieces, original ids), as Translator.fork wrote it."""
-    if "fork" not in forked.settings:
+    if forked.outcome.fork is None:
         raise ValueError("this trace is not a fork: make it with Translator.fork")
-    return forked.settings["fork"]
+    return forked.outcome.fork
 
 
 def fork_tokens_figure(original: Trace, forked: Trace, *, title: str = "") -> go.Figure:
@@ -32,7 +31,7 @@ def fork_tokens_figure(original: Trace, forked: Trace, *, title: str = "") -> go
     (the fork reuses the original's output up to there); after it the model continues on its own.
     """
     fork = fork_info(forked)
-    step, forced = fork["step"], len(fork["token_ids"])
+    step, forced = fork.step, len(fork.token_ids)
     width = max(original.n_steps, forked.n_steps)
     z = np.full((2, width), np.nan)
     text = np.full((2, width), "", dtype=object)
@@ -89,8 +88,8 @@ def fork_attention_figures(
     the forced token, and the rows after it read it and what followed.
     """
     fork = fork_info(forked)
-    step = fork["step"]
-    chosen = word_text(fork["pieces"])
+    step = fork.step
+    chosen = word_text(fork.pieces)
     figures = []
     kind, layer = parse_module_name(module_name)
     # short titles: the two figures stand side by side, each in half the page; the page names the head above them

@@ -32,7 +32,7 @@ def training_stages(
         card = read_card(path)
         label = stage_label(stage, card)
         free = TraceKey(
-            ModelKey.of(path, page_key.model.device), ctx.trace.source_text, page_key.beam_size, page_key.max_len
+            ModelKey.of(path, page_key.model.device), ctx.trace.source_text, page_key.beam_size, page_key.max_new_tokens
         )
         try:
             aligned[STAGE_NAMES.get(stage, stage)] = compute_trace(

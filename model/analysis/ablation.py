@@ -29,8 +29,9 @@ import torch
 from model.analysis.alignment import TokenDiff, token_diff
 from model.analysis.pairs import AttentionPair, attention_pair
 from model.capture import intervene
-from model.decoding import DEFAULT_BEAM_SIZE, Scoring
+from model.decoding import DEFAULT_BEAM_SIZE
 from model.heads import HeadRef, check_heads
+from model.scoring import Scoring
 from model.trace import DEFAULT_TOP_K, Trace
 from model.transformer import Transformer
 
@@ -133,12 +134,12 @@ def mean_head_outputs(
     texts: Sequence[str],
     outputs: Sequence[Sequence[int]] | None = None,
     beam_size: int = DEFAULT_BEAM_SIZE,
-    max_len: int | None = None,
+    max_new_tokens: int | None = None,
 ) -> HeadMeans:
     """Each head's mean output, (heads, d_k) per attention module, over every position of teacher-forced passes.
 
     Sentence i is forced on ``outputs[i]`` (target ids, BOS left out, as ``Translator.trace``'s
-    ``target_ids``), or on its own translation (``beam_size``, ``max_len``) when ``outputs`` is None.
+    ``target_ids``), or on its own translation (``beam_size``, ``max_new_tokens``) when ``outputs`` is None.
     All query positions of all sentences are pooled: encoder self-attention averages over
     source positions, decoder self- and cross-attention over decoder inputs (BOS to the last
     output token but one).
@@ -153,7 +154,7 @@ def mean_head_outputs(
         if outputs is not None:
             output = list(outputs[index])
         else:
-            output = translator.trace(text, beam_size, max_len).target_ids[1:]
+            output = translator.trace(text, beam_size, max_new_tokens).target_ids[1:]
         for name, (total, count) in _forced_head_sums(translator, text, output).items():
             sums[name] = sums[name] + total if name in sums else total
             counts[name] = counts.get(name, 0) + count
@@ -219,7 +220,7 @@ def compare_ablation(
     heads: Sequence[HeadRef],
     mode: str = "zero",
     beam_size: int = DEFAULT_BEAM_SIZE,
-    max_len: int | None = None,
+    max_new_tokens: int | None = None,
     means: HeadMeans | None = None,
     top_k: int = DEFAULT_TOP_K,
     scoring: Scoring | None = None,
@@ -230,15 +231,14 @@ def compare_ablation(
     original translation (``mean_head_outputs``). ``scoring``: the search's, as in Translator.trace.
     """
     heads = check_heads(translator.config, heads)
-    original = translator.trace(text, beam_size, max_len, top_k, scoring=scoring)
+    original = translator.trace(text, beam_size, max_new_tokens, top_k, scoring=scoring)
     output = original.target_ids[1:]
     if mode == "mean" and means is None:
         means = mean_head_outputs(translator, [text], [output])
     with ablate_heads(translator.model, heads, mode, means):
-        ablated = translator.trace(text, beam_size, max_len, top_k, scoring=scoring)
+        ablated = translator.trace(text, beam_size, max_new_tokens, top_k, scoring=scoring)
         forced = translator.trace(text, beam_size, top_k=top_k, target_ids=output, scoring=scoring)
-    record = {"heads": [asdict(ref) for ref in heads], "mode": mode}
-    ablated.settings["ablation"] = record
-    forced.settings["ablation"] = record
+    record = {"name": "ablation", "heads": [asdict(ref) for ref in heads], "mode": mode}
+    ablated.outcome.experiment = forced.outcome.experiment = record
     diff = token_diff(original.predicted_pieces, ablated.predicted_pieces)
     return AblationComparison(heads, mode, original, ablated, forced, diff)

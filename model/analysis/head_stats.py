@@ -18,8 +18,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from model.decoding import DEFAULT_BEAM_SIZE, Scoring
+from model.decoding import DEFAULT_BEAM_SIZE
 from model.heads import ATTENTION_KINDS, KIND_LABELS, module_kind
+from model.scoring import Scoring
 from model.tokenizer import WORD_START
 from model.trace import Trace
 
@@ -216,7 +217,7 @@ def batch_head_statistics(
     sentences: Iterable[str],
     *,
     beam_size: int = DEFAULT_BEAM_SIZE,
-    max_len: int | None = None,
+    max_new_tokens: int | None = None,
     band: float = DIAGONAL_BAND,
     progress: Callable[[int, int], None] | None = None,
     scoring: Scoring | None = None,
@@ -224,7 +225,7 @@ def batch_head_statistics(
     """The statistics table over many sentences: each is translated and traced, then tables are averaged.
 
     Blank sentences are skipped (ValueError when none is left). The translation is the model's
-    own (``beam_size``, ``max_len``, ``scoring`` as in Translator.trace). ``progress(done, total)`` is called
+    own (``beam_size``, ``max_new_tokens``, ``scoring`` as in Translator.trace). ``progress(done, total)`` is called
     after each sentence. Averaging: see mean_head_statistics.
     """
     texts = [text.strip() for text in sentences if text.strip()]
@@ -232,7 +233,7 @@ def batch_head_statistics(
         raise ValueError("no sentences: give at least one non-blank sentence")
     tables = []
     for done, text in enumerate(texts, start=1):
-        trace = translator.trace(text, beam_size=beam_size, max_len=max_len, scoring=scoring)
+        trace = translator.trace(text, beam_size=beam_size, max_new_tokens=max_new_tokens, scoring=scoring)
         tables.append(trace_head_statistics(trace, band=band))
         if progress is not None:
             progress(done, len(texts))

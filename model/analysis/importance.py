@@ -61,8 +61,8 @@ def _output_ids(translator: Translator, ids: Sequence[int]) -> list[int]:
     config = translator.config
     if not ids:
         raise ValueError("the translation is empty: there is nothing to score")
-    if len(ids) > config.max_tokens:
-        raise ValueError(f"the translation has {len(ids)} tokens; the model reads at most {config.max_tokens}")
+    if len(ids) > config.max_sequence_tokens:
+        raise ValueError(f"the translation has {len(ids)} tokens; the model reads at most {config.max_sequence_tokens}")
     if any(not 0 <= token < config.tgt_vocab_size for token in ids):
         raise ValueError("target_ids holds ids outside the target vocabulary")
     return ids
@@ -95,13 +95,13 @@ def head_importance(
     mode: str = "zero",
     means: HeadMeans | None = None,
     beam_size: int = DEFAULT_BEAM_SIZE,
-    max_len: int | None = None,
+    max_new_tokens: int | None = None,
     batch_size: int = DEFAULT_BATCH_SIZE,
 ) -> HeadImportance:
     """The drop in log-probability of the translation when each head of ``kinds`` alone is removed.
 
     ``target_ids`` is the output to score (BOS left out, e.g. ``trace.target_ids[1:]``); None
-    translates ``text`` with ``beam_size`` and ``max_len`` first. The sentence is repeated once
+    translates ``text`` with ``beam_size`` and ``max_new_tokens`` first. The sentence is repeated once
     per head plus one untouched baseline row and every row loses its own head, so all heads
     cost one teacher-forced pass of ``batch_size`` rows at most (more rows are split into
     passes; on a GPU out-of-memory error the passes are halved, and at one row the whole
@@ -112,7 +112,7 @@ def head_importance(
     if batch_size < 1:
         raise ValueError("batch_size must be at least 1")
     if target_ids is None:
-        target_ids = translator.trace(text, beam_size, max_len).target_ids[1:]
+        target_ids = translator.trace(text, beam_size, max_new_tokens).target_ids[1:]
     output = _output_ids(translator, target_ids)
     heads = all_heads(config, kinds)
     if mode == "mean" and means is None:

@@ -22,8 +22,9 @@ import torch
 from model.analysis.alignment import TokenDiff, token_diff
 from model.analysis.pairs import AttentionPair, attention_pair
 from model.capture import intervene
-from model.decoding import DEFAULT_BEAM_SIZE, Scoring
+from model.decoding import DEFAULT_BEAM_SIZE
 from model.heads import STACKS
+from model.scoring import Scoring
 from model.trace import DEFAULT_TOP_K, Trace
 from model.transformer import Transformer
 
@@ -102,7 +103,7 @@ def compare_word_order(
     variant: str = "no-pe",
     seed: int = 0,
     beam_size: int = DEFAULT_BEAM_SIZE,
-    max_len: int | None = None,
+    max_new_tokens: int | None = None,
     stacks: Sequence[str] = STACKS,
     top_k: int = DEFAULT_TOP_K,
     scoring: Scoring | None = None,
@@ -111,17 +112,17 @@ def compare_word_order(
     or "shuffle" (source words in a seeded random order, the model unchanged). ``scoring``: as in Translator.trace."""
     if variant not in WORD_ORDER_VARIANTS:
         raise ValueError(f"variant must be one of {WORD_ORDER_VARIANTS}, not {variant!r}")
-    original = translator.trace(text, beam_size, max_len, top_k, scoring=scoring)
+    original = translator.trace(text, beam_size, max_new_tokens, top_k, scoring=scoring)
     if variant == "no-pe":
         with without_positional_encoding(translator.model, stacks):
-            modified = translator.trace(text, beam_size, max_len, top_k, scoring=scoring)
+            modified = translator.trace(text, beam_size, max_new_tokens, top_k, scoring=scoring)
         removed_from, used_seed, order = tuple(stacks), None, []
-        record = {"variant": variant, "stacks": list(removed_from)}
+        record = {"name": "word_order", "variant": variant, "stacks": list(removed_from)}
     else:
         order = shuffled_order(len(text.split()), seed)
-        modified = translator.trace(shuffle_source_words(text, seed), beam_size, max_len, top_k, scoring=scoring)
+        modified = translator.trace(shuffle_source_words(text, seed), beam_size, max_new_tokens, top_k, scoring=scoring)
         removed_from, used_seed = (), seed
-        record = {"variant": variant, "seed": seed, "shuffled_order": order}
-    modified.settings["word_order"] = record
+        record = {"name": "word_order", "variant": variant, "seed": seed, "shuffled_order": order}
+    modified.outcome.experiment = record
     diff = token_diff(original.predicted_pieces, modified.predicted_pieces)
     return WordOrderComparison(variant, original, modified, diff, removed_from, used_seed, order)

@@ -13,7 +13,7 @@ output plus a stored ``final_logits_bias``, no ``<s>`` (decoding starts from ``<
 is not masked), and special ids taken from vocab.json. The tc-big models keep the two sides
 apart (``share_encoder_decoder_embeddings`` false): an embedding per side, an output projection
 of its own, and a target_vocab.json whose ``<pad>`` (last, as in vocab.json) may be another id
-than the source's: ``src_pad_id``.
+than the source's: ``source_pad_id``.
 """
 
 from __future__ import annotations
@@ -166,7 +166,7 @@ def marian_config(
             scale_embedding=bool(hf.get("scale_embedding", False)),
             final_logits_bias=True,
             decoder_start_id=start,
-            src_pad_id=None if source_pad == special["pad_id"] else source_pad,
+            source_pad_id=source_pad,
         )
     except (KeyError, TypeError, ValueError) as error:
         raise CheckpointError(f"{path}: cannot build a model from it ({error})") from error

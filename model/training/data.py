@@ -84,13 +84,15 @@ def token_batches(examples: list[Example], max_tokens: int, seed: int) -> list[l
     return batches
 
 
-def collate(examples: list[Example], pad_id: int, src_pad_id: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """-> src (B, S) padded with src_pad_id (None: pad_id; a model's is its config's source_pad_id) and tgt (B, T)
+def collate(
+    examples: list[Example], pad_id: int, source_pad_id: int | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """-> src (B, S) padded with source_pad_id (None: pad_id; a model's is its config's source_pad_id) and tgt (B, T)
     padded with pad_id (each built from padded lists at once, much faster than a tensor a row)."""
 
     def padded(rows: list[list[int]], pad: int) -> torch.Tensor:
         width = max(len(row) for row in rows)
         return torch.tensor([row + [pad] * (width - len(row)) for row in rows], dtype=torch.long)
 
-    source_pad = pad_id if src_pad_id is None else src_pad_id
+    source_pad = pad_id if source_pad_id is None else source_pad_id
     return padded([e.src for e in examples], source_pad), padded([e.tgt for e in examples], pad_id)

@@ -19,7 +19,8 @@ from tqdm import tqdm
 
 from model.card import Card, SplitScores
 from model.corpus import read_lines
-from model.decoding import DEFAULT_ALPHA, DEFAULT_BEAM_SIZE
+from model.decoding import DEFAULT_BEAM_SIZE
+from model.scoring import GNMT_SCORING, Scoring
 from model.translate import add_decoding_arguments
 from model.translator import DEFAULT_BATCH_SIZE, Translator
 
@@ -50,9 +51,9 @@ def translate_all(
     sources: list[str],
     beam_size: int = DEFAULT_BEAM_SIZE,
     batch_size: int = DEFAULT_BATCH_SIZE,
-    max_len: int | None = None,
+    max_new_tokens: int | None = None,
     progress: bool = True,
-    alpha: float = DEFAULT_ALPHA,
+    scoring: Scoring = GNMT_SCORING,
 ) -> list[str]:
     """Translations in input order; sentences of similar length share a batch, one progress tick per sentence."""
     lengths = [len(translator.source_ids(text).ids) for text in sources]
@@ -62,7 +63,11 @@ def translate_all(
         for start in range(0, len(order), batch_size):
             chunk = order[start : start + batch_size]
             outputs = translator.translate_batch(
-                [sources[i] for i in chunk], beam_size=beam_size, max_len=max_len, batch_size=batch_size, alpha=alpha
+                [sources[i] for i in chunk],
+                beam_size=beam_size,
+                max_new_tokens=max_new_tokens,
+                batch_size=batch_size,
+                scoring=scoring,
             )
             for index, output in zip(chunk, outputs, strict=True):
                 hypotheses[index] = output
@@ -76,9 +81,9 @@ def evaluate(
     references: list[str],
     beam_size: int = DEFAULT_BEAM_SIZE,
     batch_size: int = DEFAULT_BATCH_SIZE,
-    max_len: int | None = None,
+    max_new_tokens: int | None = None,
     progress: bool = False,
-    alpha: float = DEFAULT_ALPHA,
+    scoring: Scoring = GNMT_SCORING,
 ) -> dict[str, Any]:
     """Translate ``sources`` and score them against ``references``.
 
@@ -87,9 +92,9 @@ def evaluate(
     """
     if len(sources) != len(references):
         raise ValueError(f"{len(sources)} source sentences but {len(references)} references")
-    hypotheses = translate_all(translator, sources, beam_size, batch_size, max_len, progress, alpha)
+    hypotheses = translate_all(translator, sources, beam_size, batch_size, max_new_tokens, progress, scoring)
     scores = score(hypotheses, references)
-    return {**scores, "beam_size": beam_size, "length_penalty": alpha, "hypotheses": hypotheses}
+    return {**scores, "beam_size": beam_size, "length_penalty": scoring.alpha, "hypotheses": hypotheses}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -208,9 +213,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         references,
         args.beam,
         args.batch_size,
-        args.max_len,
+        args.max_new_tokens,
         progress=not args.quiet,
-        alpha=args.length_penalty,
+        scoring=Scoring(alpha=args.length_penalty),
     )
     hypotheses = result.pop("hypotheses")
     result = {
@@ -218,7 +223,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "src": str(args.src),
         "ref": str(args.ref),
         "device": str(translator.device),
-        "max_len": args.max_len,
+        "max_new_tokens": args.max_new_tokens,
         **result,
     }
     if args.hyp_out:

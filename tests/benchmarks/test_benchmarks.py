@@ -175,7 +175,7 @@ def test_the_kv_cache_baseline_writes_the_tokens_of_cached_greedy_decoding(tiny_
     src = model_benchmarks.random_ids(model, 2, 9, seed=5)
     config = model.config
     assert not {config.pad_id, config.unk_id, config.bos_id, config.eos_id} & set(src.flatten().tolist())
-    cached = greedy_decode(never_ends, src, max_len=12)
+    cached = greedy_decode(never_ends, src, max_new_tokens=12)
     assert [len(tokens) for tokens in cached] == [12, 12]
     assert model_benchmarks.greedy_recompute(never_ends, src, 12) == cached
 

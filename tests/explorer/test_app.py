@@ -321,7 +321,7 @@ def test_device_choice_and_cuda_fallback(app):
 
 def test_beam_search_and_length_limit(app):
     app.radio(key="decoding").set_value("beam").run()
-    app.number_input(key="max_len").set_value(3).run()
+    app.number_input(key="max_new_tokens").set_value(3).run()
     assert_ok(app)
     assert any(markdown.value == "**Translation** (beam search, beam 5)" for markdown in app.markdown)
     probabilities = chart_titled(open_details(app), "Probability of each output token")
@@ -349,7 +349,7 @@ def cut_off_notices(app: AppTest) -> list[str]:
 def test_a_translation_stopped_by_the_limit_says_so_and_a_typed_target_does_not(app):
     [notice] = cut_off_notices(app)  # the tiny random model never writes </s>: every output is cut off
     assert notice.startswith("The translation was cut off: it reached the limit of ")
-    app.number_input(key="max_len").set_value(3).run()
+    app.number_input(key="max_new_tokens").set_value(3).run()
     assert cut_off_notices(app) == [
         "The translation was cut off: it reached the limit of 3 output tokens before the model ended it. "
         "Raise *Max output tokens* in the sidebar to let it finish."
@@ -389,7 +389,7 @@ def test_each_setting_recomputes_exactly_what_depends_on_it(app, monkeypatch):
     trace, load = Translator.trace, compute.load_checkpoint
 
     def counting_trace(self, text, **settings):
-        traces.append((self.name, text, settings["beam_size"], settings["max_len"]))
+        traces.append((self.name, text, settings["beam_size"], settings["max_new_tokens"]))
         return trace(self, text, **settings)
 
     def counting_load(path, *args, **kwargs):
@@ -412,7 +412,9 @@ def test_each_setting_recomputes_exactly_what_depends_on_it(app, monkeypatch):
     assert changed(lambda: app.text_input(key="sentence").input(first).run()) == ([], [])  # cached
     beam = DEFAULT_BEAM_SIZE  # the beam size slider's default
     assert changed(lambda: app.radio(key="decoding").set_value("beam").run())[0] == [("tiny-en-de", first, beam, None)]
-    assert changed(lambda: app.number_input(key="max_len").set_value(5).run())[0] == [("tiny-en-de", first, beam, 5)]
+    assert changed(lambda: app.number_input(key="max_new_tokens").set_value(5).run())[0] == [
+        ("tiny-en-de", first, beam, 5)
+    ]
     for only_drawn in (
         lambda: app.segmented_control(key="view").set_value("encoder").run(),
         lambda: app.radio(key="display").set_value("grid").run(),

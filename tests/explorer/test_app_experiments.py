@@ -75,7 +75,7 @@ def translator(checkpoints):
 @pytest.fixture(scope="module")
 def original(translator):
     """The page's trace: greedy (the page's default search), at most MAX_LEN output tokens."""
-    return translator.trace(SENTENCE, beam_size=1, max_len=MAX_LEN)
+    return translator.trace(SENTENCE, beam_size=1, max_new_tokens=MAX_LEN)
 
 
 @pytest.fixture
@@ -85,7 +85,7 @@ def new_app(monkeypatch, checkpoints):
 
     def make(**query: str) -> AppTest:
         app = AppTest.from_file(APP, default_timeout=60)
-        app.query_params.update({"sentence": SENTENCE, "max_len": str(MAX_LEN), "view": "experiments", **query})
+        app.query_params.update({"sentence": SENTENCE, "max_new_tokens": str(MAX_LEN), "view": "experiments", **query})
         return app.run()
 
     return make
@@ -146,15 +146,15 @@ def test_whatif_says_when_a_typed_word_is_several_pieces_on_the_shipped_checkpoi
     shipped = load_checkpoint(folder, device="cpu")
     page_trace = shipped.trace(app.text_input(key="sentence").value, beam_size=1)
     forked = shipped.fork(page_trace, 0, "Kätzchen")
-    assert len(forked.settings["fork"]["token_ids"]) > 1
-    assert [info.value for info in app.info] == [escape_markdown(forked.settings["fork"]["notice"])]
+    assert len(forked.outcome.fork.token_ids) > 1
+    assert [info.value for info in app.info] == [escape_markdown(forked.outcome.fork.notice)]
     assert translations_shown(app)["What if"] == as_shown(forked.translation)
 
 
 def test_beam_tree_draws_every_candidate_and_one_beams_cross_attention(new_app, translator):
     app = new_app(experiment="beam")
     assert_ok(app)
-    tree = translator.beam_tree(SENTENCE, beam_size=5, max_len=MAX_LEN)  # the sidebar's beam size, 5 by default
+    tree = translator.beam_tree(SENTENCE, beam_size=5, max_new_tokens=MAX_LEN)  # the sidebar's beam size, 5 by default
     figure = chart_titled(app, "Beam search (beam 5): every hypothesis")
     drawn = sum(
         len(data["x"]) for data in figure["data"] if data.get("mode") == "markers+text" and data.get("hovertemplate")
@@ -216,7 +216,7 @@ def test_head_statistics_over_an_uploaded_file(new_app, translator):
     lines = ["a dog runs in the park.", "", "two cats sit on the red ball.", "the girl walks."]
     app.file_uploader(key="stats_file").set_value(("sentences.txt", "\n".join(lines).encode(), "text/plain")).run()
     assert_ok(app)
-    expected = batch_head_statistics(translator, lines, beam_size=1, max_len=MAX_LEN)
+    expected = batch_head_statistics(translator, lines, beam_size=1, max_new_tokens=MAX_LEN)
     figure = chart_titled(app, "Entropy (bits) – mean over 3 sentences")
     assert np.allclose(plotly_array(figure["data"][2]["z"]), statistic_grid(expected, "entropy", "cross"))
     assert set(statistics_frame(app)["sentences"]) == {3}
@@ -236,7 +236,7 @@ def test_head_statistics_over_an_uploaded_file(new_app, translator):
 def test_minimal_pair_shows_both_translations_and_the_difference(new_app, translator, original):
     app = new_app(experiment="pair", pair_sentence=SECOND, module_kind="encoder", layer="1", head="3")
     assert_ok(app)
-    second = translator.trace(SECOND, beam_size=1, max_len=MAX_LEN)
+    second = translator.trace(SECOND, beam_size=1, max_new_tokens=MAX_LEN)
     shown = translations_shown(app)
     assert (shown["First"], shown["Second"]) == (
         as_shown(original.translation),
@@ -277,7 +277,7 @@ def test_switching_heads_off_shows_both_translations_and_the_importance_heatmap(
     app.multiselect(key="ablate").set_value(["cross.1.2", "encoder.0.1"]).run()
     assert_ok(app)
     heads = [HeadRef("cross", 1, 2), HeadRef("encoder", 0, 1)]
-    comparison = compare_ablation(translator, SENTENCE, heads, beam_size=1, max_len=MAX_LEN)
+    comparison = compare_ablation(translator, SENTENCE, heads, beam_size=1, max_new_tokens=MAX_LEN)
     shown = translations_shown(app)
     assert shown["Original"] == as_shown(comparison.original.translation)
     assert shown["Heads switched off"] == as_shown(comparison.ablated.translation)
@@ -293,7 +293,9 @@ def test_switching_heads_off_shows_both_translations_and_the_importance_heatmap(
 def test_word_order_experiments_show_both_translations(new_app, translator):
     app = new_app(experiment="word_order", word_order_stacks="encoder")
     assert_ok(app)
-    without = compare_word_order(translator, SENTENCE, "no-pe", beam_size=1, max_len=MAX_LEN, stacks=("encoder",))
+    without = compare_word_order(
+        translator, SENTENCE, "no-pe", beam_size=1, max_new_tokens=MAX_LEN, stacks=("encoder",)
+    )
     shown = translations_shown(app)
     assert shown["Original"] == as_shown(without.original.translation)
     assert shown["Without positional encoding"] == as_shown(without.modified.translation)
@@ -306,7 +308,7 @@ def test_word_order_experiments_show_both_translations(new_app, translator):
     app.segmented_control(key="word_order_variant").set_value("shuffle").run()
     app.number_input(key="word_order_seed").set_value(2).run()
     assert_ok(app)
-    shuffled = compare_word_order(translator, SENTENCE, "shuffle", seed=2, beam_size=1, max_len=MAX_LEN)
+    shuffled = compare_word_order(translator, SENTENCE, "shuffle", seed=2, beam_size=1, max_new_tokens=MAX_LEN)
     shown = translations_shown(app)
     assert shown["Shuffled sentence"] == escape_markdown(shuffle_source_words(SENTENCE, 2)) != escape_markdown(SENTENCE)
     assert shown["Source words shuffled"] == as_shown(shuffled.modified.translation)
@@ -328,14 +330,14 @@ def test_a_url_opens_each_experiment_in_its_state_and_bad_values_fall_back(new_a
     assert app.multiselect(key="ablate").value == ["cross.1.2", "decoder.0.3"]
     assert app.segmented_control(key="ablation_mode").value == "mean"
     assert chart_titled(app, "Translation without 2 heads (mean ablation)")
-    assert app.query_params == {"sentence": SENTENCE, "max_len": str(MAX_LEN), "view": "experiments", **query}
+    assert app.query_params == {"sentence": SENTENCE, "max_new_tokens": str(MAX_LEN), "view": "experiments", **query}
     app = new_app(experiment="word_order", word_order_variant="no-pe", word_order_stacks="decoder")
     assert app.pills(key="word_order_stacks").value == ["decoder"]
     app = new_app(experiment="nope", module_kind="sideways", ablate="cross.9.9", fork_step="99", query_row="x")
     assert_ok(app)
     assert app.segmented_control(key="experiment").value == "whatif"
     assert app.segmented_control(key="module_kind").value == "cross" and app.selectbox(key="fork_step").value == 0
-    assert app.query_params == {"sentence": SENTENCE, "max_len": str(MAX_LEN), "view": "experiments"}
+    assert app.query_params == {"sentence": SENTENCE, "max_new_tokens": str(MAX_LEN), "view": "experiments"}
 
 
 def test_each_experiment_explains_itself_with_the_caveat_where_it_shows_attention(new_app):
@@ -364,7 +366,7 @@ def test_handout_holds_the_experiment_on_screen(new_app, handout_files, translat
     assert [title for title in sections if title.startswith(("Head importance", "Translation with"))] == [
         title for title in chart_titles(app) if title.startswith(("Head importance", "Translation with"))
     ]
-    ablated = compare_ablation(translator, SENTENCE, [HeadRef("cross", 0, 0)], beam_size=1, max_len=MAX_LEN)
+    ablated = compare_ablation(translator, SENTENCE, [HeadRef("cross", 0, 0)], beam_size=1, max_new_tokens=MAX_LEN)
     assert ablated.ablated.translation in document
 
 

@@ -97,7 +97,7 @@ def short_output_page(checkpoint: Path, view: str | None = None) -> Iterator[App
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv(CHECKPOINTS_ENV, str(checkpoint.parent))
         app = AppTest.from_file(APP, default_timeout=60).run()
-        app.number_input(key="max_len").set_value(MAX_OUTPUT).run()
+        app.number_input(key="max_new_tokens").set_value(MAX_OUTPUT).run()
         if view:
             app.segmented_control(key="view").set_value(view).run()
         assert_ok(app)
@@ -123,14 +123,14 @@ def test_bad_input_shows_a_translation_or_a_message(page, translator, name):
         assert [info.value for info in page.info if info.value.startswith(ASK_FOR_SENTENCE)]
         assert headings(page) == [] and not page.get("plotly_chart") and not notices
         return
-    expected = translator.trace(text, beam_size=1, max_len=MAX_OUTPUT)
+    expected = translator.trace(text, beam_size=1, max_new_tokens=MAX_OUTPUT)
     assert headings(page) == [escape_markdown(expected.translation) or "(empty)"]
     assert shown_tokenization(page)["piece"] == expected.source_pieces  # escaped cells, never markup
     assert not [info.value for info in page.info if info.value.startswith(ASK_FOR_SENTENCE)]
-    if expected.settings["truncated"]:
+    if expected.outcome.truncated:
         assert len(notices) == 1
         before, used = map(int, notices[0].groups())
-        assert before == expected.settings["source_pieces_before_truncation"]
+        assert before == expected.outcome.source_pieces_before_truncation
         assert used == len(expected.source_pieces) - 1 == translator.config.max_len - 1
     else:
         assert notices == []
@@ -166,7 +166,7 @@ def test_bad_input_in_the_word_sources_view_never_crashes(word_sources_page, tra
     if page.segmented_control(key="view").value != "attribution":  # a page without a sentence drew no view picker
         page.segmented_control(key="view").set_value("attribution").run()
         assert_ok(page)
-    last_word = translator.trace(text, beam_size=1, max_len=MAX_OUTPUT).n_steps - 1
+    last_word = translator.trace(text, beam_size=1, max_new_tokens=MAX_OUTPUT).n_steps - 1
     page.segmented_control(key="attribution_step").set_value(last_word).run()
     assert_ok(page)
     assert_no_markup_rendered(page)
@@ -197,10 +197,10 @@ def test_markup_in_source_pieces_output_and_forced_target_is_shown_as_text(monke
     text = BAD_INPUTS[name]
     app = AppTest.from_file(APP, default_timeout=60).run()
     open_details(app)
-    app.number_input(key="max_len").set_value(8).run()
+    app.number_input(key="max_new_tokens").set_value(8).run()
     app.text_input(key="sentence").input(text).run()
     assert_ok(app)
-    expected = translator.trace(text, beam_size=1, max_len=8)
+    expected = translator.trace(text, beam_size=1, max_new_tokens=8)
     assert any(set(piece) & set("<>*`#[") for piece in expected.source_pieces)  # markup really reaches the pieces
     assert shown_tokenization(app)["piece"] == expected.source_pieces
     assert headings(app) == [escape_markdown(expected.translation) or "(empty)"]
@@ -214,7 +214,7 @@ def test_markup_in_source_pieces_output_and_forced_target_is_shown_as_text(monke
     app.toggle(key="teacher_forcing").set_value(True).run()
     app.text_input(key="target").input(text).run()
     assert_ok(app)
-    forced = translator.trace(text, beam_size=1, max_len=8, target=text)
+    forced = translator.trace(text, beam_size=1, max_new_tokens=8, target=text)
     assert headings(app) == [f":orange[{escape_markdown(forced.translation)}]"]  # a typed target, styled as such
     assert USER_TAGS.search(forced.translation) or "**" in forced.translation
     app.segmented_control(key="view").set_value("steps").run()

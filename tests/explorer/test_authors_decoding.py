@@ -35,13 +35,13 @@ def test_the_authors_preset_decodes_with_their_settings_and_says_so(marian, tmp_
     assert heading(app) == translator.trace(sentence, beam_size=1).translation
     toggle.set_value(True).run()
     assert_ok(app)
-    expected = translator.trace(sentence, authors.beam_size, authors.max_len, scoring=authors.scoring)
+    expected = translator.trace(sentence, authors.beam_size, authors.max_new_tokens, scoring=authors.scoring)
     assert heading(app) == expected.translation
     assert not [radio for radio in app.radio if radio.key == "decoding"]  # its settings replace the search's
     assert any(authors.describe() in caption.value for caption in app.sidebar.caption)
     assert any("as the model's authors decode" in markdown.value for markdown in app.markdown)
     assert app.query_params["authors_decoding"] == "true"
-    if expected.settings["cut_off"]:  # the random model rarely ends: the notice names the authors' limit
+    if expected.outcome.cut_off:  # the random model rarely ends: the notice names the authors' limit
         assert any("authors' limit" in warning.value for warning in app.warning)
     shared = AppTest.from_file(APP, default_timeout=120)  # a shared link reopens with the preset on
     shared.query_params.update(app.query_params)

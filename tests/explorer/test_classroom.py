@@ -188,7 +188,7 @@ def shared_links(classroom_checkpoints: Path) -> list[dict[str, str]]:
             "device": "cpu",
             "decoding": "beam",
             "beam_size": "3",
-            "max_len": "8",
+            "max_new_tokens": "8",
             "merge_words": "true",
             "show_special": "false",
             "annotate": "true",
@@ -282,6 +282,7 @@ FORMER_LINKS = [
         {"view": "experiments", "experiment": "word_order", "word_order_stacks": "decoder"},
     ),
     ({"view": "positional", "positional_side": "decoder"}, {"view": "positional", "positional_stack": "decoder"}),
+    ({"max_len": "7"}, {"max_new_tokens": "7"}),
 ]
 
 

@@ -43,7 +43,7 @@ def positional_view_alone() -> None:
     from model.checkpoint import CheckpointEntry, read_card
 
     path = os.environ["VIEW_TEST_CHECKPOINT"]
-    key = TraceKey(ModelKey.of(path, "cpu"), "a man rides a blue bike in the park.", beam_size=1, max_len=None)
+    key = TraceKey(ModelKey.of(path, "cpu"), "a man rides a blue bike in the park.", beam_size=1, max_new_tokens=None)
     entry = CheckpointEntry("tiny-en-de", path, read_card(path))
     read_url()
     token_style = TokenStyle(merge_words=False, show_special=True, annotate=False)

@@ -254,7 +254,7 @@ def test_value_norm_and_grad_attention_keep_every_decoder_layer(tiny_checkpoint)
 @pytest.mark.parametrize("name", [name for name, text in BAD_INPUTS.items() if text.strip()])  # else no trace
 def test_attribution_of_bad_inputs_never_crashes(tiny_checkpoint, name):
     translator = load_checkpoint(tiny_checkpoint, device="cpu")
-    trace = translator.trace(BAD_INPUTS[name], beam_size=1, max_len=12)
+    trace = translator.trace(BAD_INPUTS[name], beam_size=1, max_new_tokens=12)
     for method in ATTRIBUTION_METHODS:
         source = attribute(translator, trace, method).source
         assert source.shape == (trace.n_steps, len(trace.source_pieces)) and np.all(np.isfinite(source))
@@ -689,7 +689,7 @@ def marian_style_translator(tokenizer) -> Translator:
 def test_an_imported_style_model_is_attributed_by_every_method(toy_tokenizer):
     translator = marian_style_translator(toy_tokenizer)
     assert translator.config.start_id == translator.config.pad_id
-    trace = translator.trace("a man rides a blue bike.", beam_size=1, max_len=8)
+    trace = translator.trace("a man rides a blue bike.", beam_size=1, max_new_tokens=8)
     assert trace.target_ids[0] == translator.config.pad_id and trace.n_steps >= 2
     for method in ATTRIBUTION_METHODS:
         found = attribute(translator, trace, method)

@@ -10,7 +10,8 @@ import torch
 
 from model import Transformer
 from model.beam_tree import BeamNode, BeamTree
-from model.decoding import beam_search, beam_search_tree, greedy_decode, length_penalty, next_token_log_probs
+from model.decoding import beam_search, beam_search_tree, greedy_decode, next_token_log_probs
+from model.scoring import Scoring, length_penalty
 from tests.helpers import SENTENCE, small_config
 
 
@@ -35,8 +36,10 @@ def sources() -> torch.Tensor:
 @pytest.mark.parametrize("alpha", [0.0, 0.6, 1.5])
 def test_tree_results_are_exactly_what_beam_search_returns(model, sources, beam_size, alpha):
     for prefix in (None, [5, 6]):
-        expected = beam_search(model, sources, beam_size, max_len=7, alpha=alpha, prefix=prefix)
-        trees = beam_search_tree(model, sources, beam_size, max_len=7, alpha=alpha, prefix=prefix)
+        expected = beam_search(model, sources, beam_size, max_new_tokens=7, scoring=Scoring(alpha=alpha), prefix=prefix)
+        trees = beam_search_tree(
+            model, sources, beam_size, max_new_tokens=7, scoring=Scoring(alpha=alpha), prefix=prefix
+        )
         assert [tree.hypotheses for tree in trees] == expected
         for tree, hypotheses in zip(trees, expected, strict=True):
             results = tree.results()
@@ -44,7 +47,7 @@ def test_tree_results_are_exactly_what_beam_search_returns(model, sources, beam_
             assert [node.score for node in results] == [h.score for h in hypotheses]
             assert [node.log_prob for node in results] == [h.log_prob for h in hypotheses]
             assert all(node.status == "finished" for node in results)
-            assert tree.stop in ("bound", "max_len", "no live beam")
+            assert tree.stop in ("bound", "max_new_tokens", "no live beam")
 
 
 def forced_log_probs(model: Transformer, src: torch.Tensor, sequences: list[list[int]]) -> torch.Tensor:
@@ -88,11 +91,11 @@ def check_steps(model: Transformer, src: torch.Tensor, tree: BeamTree, alpha: fl
         np.testing.assert_allclose([n.log_prob for n in recorded], top.values.numpy(), atol=1e-4)
         penalty = length_penalty(len(prefix) + step, alpha)
         np.testing.assert_allclose([n.score for n in recorded], [n.log_prob / penalty for n in recorded], rtol=1e-12)
-        at_limit = step == tree.max_len
+        at_limit = step == tree.max_new_tokens
         assert [n.status for n in recorded] == expected_statuses(recorded, beam_size, eos, at_limit)
         live = [n for n in recorded if n.status == "kept"]
     if tree.stop == "bound":  # no live beam could still beat the worst returned hypothesis
-        best_alive = max(n.log_prob for n in live) / length_penalty(len(prefix) + tree.max_len, alpha)
+        best_alive = max(n.log_prob for n in live) / length_penalty(len(prefix) + tree.max_new_tokens, alpha)
         assert best_alive <= min(h.score for h in tree.hypotheses)
 
 
@@ -101,17 +104,17 @@ def test_every_step_holds_the_top_extensions_of_the_live_beams(model, sources, b
     stops, eos_fates = set(), set()
     for row in range(sources.size(0)):
         src = sources[row : row + 1]
-        tree = beam_search_tree(model, src, beam_size, max_len=6, alpha=alpha, prefix=prefix)[0]
+        tree = beam_search_tree(model, src, beam_size, max_new_tokens=6, scoring=Scoring(alpha=alpha), prefix=prefix)[0]
         check_steps(model, src, tree, alpha)
         stops.add(tree.stop)
         eos_fates |= {n.status for n in tree.nodes if n.token == model.config.eos_id}
-    assert stops == {"bound", "max_len"} and "finished" in eos_fates  # both ways to stop were exercised
+    assert stops == {"bound", "max_new_tokens"} and "finished" in eos_fates  # both ways to stop were exercised
 
 
 def test_translator_tree_is_the_search_behind_the_trace(translator):
     for beam_size in (2, 4):
-        tree = translator.beam_tree(SENTENCE, beam_size=beam_size, max_len=8)
-        trace = translator.trace(SENTENCE, beam_size=beam_size, max_len=8)
+        tree = translator.beam_tree(SENTENCE, beam_size=beam_size, max_new_tokens=8)
+        trace = translator.trace(SENTENCE, beam_size=beam_size, max_new_tokens=8)
         best = tree.results()[0]
         assert tree.sequence(best.id) == trace.target_ids[1:]
         assert [node.piece for node in tree.path(best.id)] == trace.target_pieces[1:]
@@ -120,8 +123,17 @@ def test_translator_tree_is_the_search_behind_the_trace(translator):
         assert BeamTree.from_json(tree.to_json()) == tree
 
 
+def test_a_tree_saved_before_it_kept_its_scoring_opens(translator):
+    tree = translator.beam_tree(SENTENCE, beam_size=2, max_new_tokens=3, scoring=Scoring("transformers", alpha=0.5))
+    saved = tree.to_dict()
+    del saved["scoring"]
+    saved |= {"alpha": 0.5, "style": "transformers", "max_len": saved.pop("max_new_tokens")}
+    saved["stop"] = "max_len" if tree.stop == "max_new_tokens" else tree.stop
+    assert BeamTree.from_dict(saved) == tree
+
+
 def test_node_trace_shows_that_beams_steps(translator):
-    tree = translator.beam_tree(SENTENCE, beam_size=3, max_len=8)
+    tree = translator.beam_tree(SENTENCE, beam_size=3, max_new_tokens=8)
     best = tree.results()[0]
     full = translator.beam_node_trace(tree, best.id)
     for node in tree.path(best.id):
@@ -138,7 +150,7 @@ def test_node_trace_shows_that_beams_steps(translator):
 
 
 def test_prefix_ids_are_checked(translator):
-    tree = translator.beam_tree(SENTENCE, beam_size=2, max_len=5, prefix_ids=[10, 11])
+    tree = translator.beam_tree(SENTENCE, beam_size=2, max_new_tokens=5, prefix_ids=[10, 11])
     assert all(tree.sequence(n.id)[:2] == [10, 11] for n in tree.results())
     with pytest.raises(ValueError, match="EOS"):
         translator.beam_tree(SENTENCE, beam_size=2, prefix_ids=[10, translator.config.eos_id])
@@ -148,12 +160,12 @@ def test_prefix_ids_are_checked(translator):
 
 @pytest.mark.parametrize("prefix", [[], [7, 9]])
 def test_the_tree_starts_at_a_root_and_keeps_the_searchs_settings(model, sources, prefix):
-    tree = beam_search_tree(model, sources[:1], 3, max_len=5, alpha=0.6, prefix=prefix)[0]
+    tree = beam_search_tree(model, sources[:1], 3, max_new_tokens=5, scoring=Scoring(alpha=0.6), prefix=prefix)[0]
     # The root stands for BOS and the prefix: no log-probability, score or rank of its own.
     assert tree.nodes[0] == BeamNode(0, None, 0, model.config.start_id, 0.0, 0.0, 0, "root")
     # Checked before any path is walked: the first step extends the root, the only live beam.
     assert {node.parent for node in tree.nodes if node.step == 1} == {0}
-    assert (tree.prefix, tree.beam_size, tree.alpha, tree.max_len) == (prefix, 3, 0.6, 5)
+    assert (tree.prefix, tree.beam_size, tree.scoring.alpha, tree.max_new_tokens) == (prefix, 3, 0.6, 5)
 
 
 def test_a_beam_wider_than_the_vocabulary_keeps_only_possible_tokens():
@@ -164,13 +176,13 @@ def test_a_beam_wider_than_the_vocabulary_keeps_only_possible_tokens():
     config = tiny.config
     possible = [t for t in range(config.tgt_vocab_size) if t not in config.never_generated]
     # One token allowed: each possible token is one hypothesis, scored by its own log-probability.
-    hypotheses = beam_search(tiny, src, beam_size=6, max_len=1, alpha=0.0)[0]
+    hypotheses = beam_search(tiny, src, beam_size=6, max_new_tokens=1, scoring=Scoring(alpha=0.0))[0]
     assert sorted(h.tokens for h in hypotheses) == [[t] for t in possible]
     log_probs = forced_log_probs(tiny, src, [[0]])[0, 0]
     for hypothesis in hypotheses:
         assert hypothesis.log_prob == pytest.approx(float(log_probs[hypothesis.tokens[0]]), abs=1e-6)
-    for max_len in (1, 2, 3):
-        tree = beam_search_tree(tiny, src, beam_size=6, max_len=max_len, alpha=0.6)[0]
+    for max_new_tokens in (1, 2, 3):
+        tree = beam_search_tree(tiny, src, beam_size=6, max_new_tokens=max_new_tokens, scoring=Scoring(alpha=0.6))[0]
         assert all(np.isfinite(node.log_prob) for node in tree.nodes)
         assert all(set(h.tokens).isdisjoint(config.never_generated) and np.isfinite(h.score) for h in tree.hypotheses)
 
@@ -196,7 +208,7 @@ def test_a_live_beam_that_can_at_best_tie_the_worst_finished_hypothesis_ends_the
     beat the worst finished hypothesis, only tie it (scores only fall), so the search stops after step 2."""
     eos = model.config.eos_id
     script_decoder(model, monkeypatch, [eos, 5])
-    tree = beam_search_tree(model, sources[:1], beam_size=2, max_len=5, alpha=0.0)[0]
+    tree = beam_search_tree(model, sources[:1], beam_size=2, max_new_tokens=5, scoring=Scoring(alpha=0.0))[0]
     assert tree.stop == "bound"
     assert max(node.step for node in tree.nodes) == 2
     assert [h.tokens for h in tree.hypotheses] == [[eos], [5, eos]]
@@ -206,7 +218,7 @@ def test_a_live_beam_that_can_at_best_tie_the_worst_finished_hypothesis_ends_the
 def test_a_search_whose_beams_all_finished_stops_for_want_of_a_live_beam(model, sources, monkeypatch):
     eos = model.config.eos_id
     script_decoder(model, monkeypatch, [eos])  # EOS is certain
-    tree = beam_search_tree(model, sources[:1], beam_size=1, max_len=5, alpha=0.6)[0]
+    tree = beam_search_tree(model, sources[:1], beam_size=1, max_new_tokens=5, scoring=Scoring(alpha=0.6))[0]
     assert tree.stop == "no live beam"
     assert [h.tokens for h in tree.hypotheses] == [[eos]] and tree.hypotheses[0].log_prob == 0.0
 
@@ -214,12 +226,14 @@ def test_a_search_whose_beams_all_finished_stops_for_want_of_a_live_beam(model, 
 @pytest.mark.parametrize("search", [beam_search, greedy_decode])
 def test_a_max_len_of_zero_means_the_default_limit(model, sources, search):
     options = {} if search is greedy_decode else {"beam_size": 2}
-    assert str(search(model, sources, max_len=0, **options)) == str(search(model, sources, max_len=None, **options))
+    assert str(search(model, sources, max_new_tokens=0, **options)) == str(
+        search(model, sources, max_new_tokens=None, **options)
+    )
 
 
 @pytest.mark.parametrize("search", [beam_search_tree, beam_search, greedy_decode])
 def test_a_negative_max_len_is_refused_by_every_search(model, sources, search):
     """A search allowed no step would return nothing (an IndexError or an empty translation further on)."""
     options = {} if search is greedy_decode else {"beam_size": 2}
-    with pytest.raises(ValueError, match=r"max_len must be at least 1, or 0 or None for the default; got -1"):
-        search(model, sources[:1], max_len=-1, **options)
+    with pytest.raises(ValueError, match=r"max_new_tokens must be at least 1, or 0 or None for the default; got -1"):
+        search(model, sources[:1], max_new_tokens=-1, **options)

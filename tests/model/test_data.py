@@ -50,9 +50,9 @@ def test_collate_pads_sources_and_targets_to_their_own_longest():
 
 
 def test_collate_pads_sources_with_their_own_pad_id_when_given():
-    """A model with separate vocabularies (TransformerConfig.src_pad_id) pads each side with its own <pad>."""
+    """A model with separate vocabularies (TransformerConfig.source_pad_id) pads each side with its own <pad>."""
     examples = [Example(src=[7, 8, 3], tgt=[2, 9, 3]), Example(src=[7, 3], tgt=[2, 9, 9, 9, 3])]
-    src, tgt = collate(examples, pad_id=0, src_pad_id=12)
+    src, tgt = collate(examples, pad_id=0, source_pad_id=12)
     assert torch.equal(src, torch.tensor([[7, 8, 3], [7, 3, 12]]))
     assert torch.equal(tgt, torch.tensor([[2, 9, 3, 0, 0], [2, 9, 9, 9, 3]]))
 

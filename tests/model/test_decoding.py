@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import io
 import itertools
+import json
 import threading
 
 import numpy as np
@@ -13,13 +15,13 @@ from model import Transformer, capture_attention, load_checkpoint
 from model.decoding import (
     _strip,
     beam_search,
-    default_max_len,
+    default_max_new_tokens,
     greedy_decode,
-    length_penalty,
     next_token_log_probs,
     row_limits,
 )
-from model.trace import Trace
+from model.scoring import Scoring, length_penalty
+from model.trace import Fork, Trace, TraceOutcome
 from model.translator import Translator
 from tests.helpers import REPO, small_config
 
@@ -50,22 +52,24 @@ def test_cached_incremental_decoding_equals_full_prefix(model):
 def test_beam_size_one_equals_greedy(model):
     src = torch.randint(4, 40, (5, 7))
     src[2, 5:] = 0
-    greedy = greedy_decode(model, src, max_len=12)
-    beams = beam_search(model, src, beam_size=1, max_len=12, alpha=0.0)
+    greedy = greedy_decode(model, src, max_new_tokens=12)
+    beams = beam_search(model, src, beam_size=1, max_new_tokens=12, scoring=Scoring(alpha=0.0))
     assert [hyps[0].tokens for hyps in beams] == greedy
 
 
-def exhaustive_best(model: Transformer, src: torch.Tensor, max_len: int, alpha: float) -> tuple[list[int], float]:
-    """Score every sequence (ending in EOS, or cut at max_len) the way beam search scores them."""
+def exhaustive_best(
+    model: Transformer, src: torch.Tensor, max_new_tokens: int, alpha: float
+) -> tuple[list[int], float]:
+    """Score every sequence (ending in EOS, or cut at max_new_tokens) the way beam search scores them."""
     config = model.config
     allowed = [t for t in range(config.tgt_vocab_size) if t not in (config.pad_id, config.bos_id)]
     best: tuple[list[int], float] = ([], float("-inf"))
     with torch.inference_mode():
-        for length in range(1, max_len + 1):
+        for length in range(1, max_new_tokens + 1):
             sequences = [
                 s
                 for s in itertools.product(allowed, repeat=length)
-                if config.eos_id not in s[:-1] and (length == max_len or s[-1] == config.eos_id)
+                if config.eos_id not in s[:-1] and (length == max_new_tokens or s[-1] == config.eos_id)
             ]
             tgt = torch.tensor([[config.bos_id, *s] for s in sequences])  # all candidates in one batch
             log_probs = next_token_log_probs(model, model(src.expand(len(sequences), -1), tgt[:, :-1]))
@@ -82,15 +86,15 @@ def test_wide_beam_finds_the_exhaustive_optimum(alpha):
     tiny = Transformer(small_config(7, d_model=16, n_heads=2, n_encoder_layers=1, n_decoder_layers=1, d_ff=16)).eval()
     for seed in range(3):
         src = torch.randint(4, 7, (1, 4), generator=torch.Generator().manual_seed(seed))
-        expected_tokens, expected_score = exhaustive_best(tiny, src, max_len=4, alpha=alpha)
-        best = beam_search(tiny, src, beam_size=200, max_len=4, alpha=alpha)[0][0]
+        expected_tokens, expected_score = exhaustive_best(tiny, src, max_new_tokens=4, alpha=alpha)
+        best = beam_search(tiny, src, beam_size=200, max_new_tokens=4, scoring=Scoring(alpha=alpha))[0][0]
         assert best.tokens == expected_tokens
         assert best.score == pytest.approx(expected_score, abs=1e-5)
 
 
 def test_beam_hypotheses_are_sorted_and_end_in_eos_or_max_len(model):
     src = torch.randint(4, 40, (3, 6))
-    for hyps in beam_search(model, src, beam_size=4, max_len=10):
+    for hyps in beam_search(model, src, beam_size=4, max_new_tokens=10):
         assert [h.score for h in hyps] == sorted((h.score for h in hyps), reverse=True)
         for h in hyps:
             assert h.tokens[-1] == model.config.eos_id or len(h.tokens) == 10
@@ -101,7 +105,7 @@ def test_prefix_is_kept_and_continued(model):
     src = torch.randint(4, 40, (1, 6))
     prefix = [7, 9, 11]
     for output in (
-        greedy_decode(model, src, max_len=8, prefix=prefix)[0],
+        greedy_decode(model, src, max_new_tokens=8, prefix=prefix)[0],
         beam_search(model, src, 3, 8, prefix=prefix)[0][0].tokens,
     ):
         assert output[:3] == prefix and len(output) > 3
@@ -133,7 +137,7 @@ def test_trace_rows_equal_incremental_decoding_steps(tiny_checkpoint):
 def test_forced_target_trace(tiny_checkpoint):
     translator = load_checkpoint(tiny_checkpoint, device="cpu")
     trace = translator.trace("a dog runs.", target="the dog plays in the snow.")
-    assert trace.settings["mode"] == "forced"
+    assert trace.settings.mode == "forced"
     assert trace.translation == "the dog plays in the snow."
     assert trace.target_ids[-1] == translator.config.eos_id
 
@@ -142,15 +146,68 @@ def test_trace_json_and_npz_round_trip(tiny_checkpoint):
     trace = load_checkpoint(tiny_checkpoint, device="cpu").trace("two young girls play with a ball.", beam_size=3)
     for restored in (Trace.from_json(trace.to_json()), Trace.from_npz(trace.to_npz_bytes())):
         assert restored.target_pieces == trace.target_pieces and restored.settings == trace.settings
+        assert restored.outcome == trace.outcome
         for name, weights in trace.attention.items():
             np.testing.assert_allclose(restored.attention[name], weights, rtol=1e-6)
         np.testing.assert_array_equal(restored.topk_ids, trace.topk_ids)
 
 
+# A trace's settings as JSON saved before TraceSettings and TraceOutcome kept them: one dict, the limit "max_len".
+FORMER_SETTINGS = {
+    "mode": "beam",
+    "beam_size": 3,
+    "max_len": 7,
+    "top_k": 5,
+    "target": None,
+    "prefix": None,
+    "target_ids": None,
+    "prefix_ids": [4],
+    "scoring": {"style": "transformers", "alpha": 1.0, "early_stopping": True, "renormalize": False, "banned": [9]},
+    "truncated": True,
+    "source_pieces_before_truncation": 300,
+    "cut_off": True,
+    "notice": "The GPU ran out of memory",
+    "fork": {"step": 1, "token_ids": [4], "pieces": ["x"], "notice": None, "original_target_ids": [2, 5, 3]},
+    "positional_experiment": {"experiment": "shuffle", "seed": 2, "word_order": [1, 0]},
+}
+
+
+def test_a_trace_saved_with_the_former_settings_opens_typed(tiny_checkpoint):
+    trace = load_checkpoint(tiny_checkpoint, device="cpu").trace("two young girls play with a ball.", beam_size=3)
+    saved = {**trace.to_dict(), "settings": FORMER_SETTINGS}
+    del saved["outcome"]
+    npz = trace.to_npz_bytes()
+    for restored in (Trace.from_dict(saved), Trace.from_npz(former_npz(npz, FORMER_SETTINGS))):
+        settings, outcome = restored.settings, restored.outcome
+        assert (settings.mode, settings.beam_size, settings.max_new_tokens, settings.prefix_ids) == ("beam", 3, 7, [4])
+        assert settings.scoring == Scoring("transformers", 1.0, True, False, (9,))
+        assert outcome == TraceOutcome(
+            truncated=True,
+            source_pieces_before_truncation=300,
+            cut_off=True,
+            notice="The GPU ran out of memory",
+            fork=Fork(1, [4], ["x"], None, [2, 5, 3]),
+            experiment={"name": "word_order", "experiment": "shuffle", "seed": 2, "word_order": [1, 0]},
+        )
+        assert Trace.from_json(restored.to_json()).outcome == outcome  # and it saves in today's form
+
+
+def former_npz(npz: bytes, settings: dict) -> bytes:
+    """An NPZ file as saved before TraceOutcome: the same arrays, the settings dict in its meta, no outcome."""
+    with np.load(io.BytesIO(npz), allow_pickle=False) as saved:
+        arrays = {name: saved[name] for name in saved.files}
+    meta = json.loads(str(arrays.pop("meta")))
+    meta["settings"] = settings
+    del meta["outcome"]
+    buffer = io.BytesIO()
+    np.savez_compressed(buffer, meta=np.array(json.dumps(meta)), **arrays)
+    return buffer.getvalue()
+
+
 def test_long_input_is_truncated_with_a_flag(tiny_checkpoint):
     translator = load_checkpoint(tiny_checkpoint, device="cpu")
     trace = translator.trace("a man " * 200, beam_size=2)
-    assert trace.settings["truncated"]
+    assert trace.outcome.truncated
     assert len(trace.source_ids) == translator.config.max_len
     assert len(trace.target_ids) <= translator.config.max_len
 
@@ -233,7 +290,7 @@ def test_decoding_stops_once_every_sentence_has_written_eos(copying, monkeypatch
     rows = [copying.source_ids(text).ids for text in texts]
     longest = max(len(ids) for ids in rows)
     src = torch.tensor([ids + [copying.config.pad_id] * (longest - len(ids)) for ids in rows])
-    limit = max(default_max_len(copying.model, len(ids)) for ids in rows)
+    limit = max(default_max_new_tokens(copying.model, len(ids)) for ids in rows)
     eos = copying.config.eos_id
     calls = count_decoder_calls(copying, monkeypatch)
 
@@ -259,32 +316,32 @@ def test_the_length_penalty_is_gnmts_and_ranks_the_hypotheses(model, alpha):
     assert length_penalty(1, alpha) == pytest.approx(1.0)
     assert length_penalty(13, alpha) == pytest.approx(3.0**alpha)
     src = torch.randint(4, 40, (2, 7), generator=torch.Generator().manual_seed(3))
-    for hypotheses in beam_search(model, src, beam_size=3, max_len=6, alpha=alpha, prefix=[7]):
+    for hypotheses in beam_search(model, src, beam_size=3, max_new_tokens=6, scoring=Scoring(alpha=alpha), prefix=[7]):
         for hypothesis in hypotheses:
             written_out = ((5 + len(hypothesis.tokens)) / 6) ** alpha
             assert hypothesis.score == pytest.approx(hypothesis.log_prob / written_out, rel=1e-6)
 
 
 def test_the_default_output_limit_is_one_and_a_half_times_the_source_plus_ten_within_the_positions(model):
-    """default_max_len = max(1, min(max_tokens - prefix, int(1.5 * source) + 10)), written out case by case."""
-    max_tokens = model.config.max_tokens
-    assert default_max_len(model, 4) == 6 + 10
-    assert default_max_len(model, 7) == 10 + 10  # 10.5 rounded down
-    assert default_max_len(model, 100) == max_tokens  # no prefix by default: every position is the output's
-    assert default_max_len(model, 100, prefix_length=5) == max_tokens - 5
-    assert default_max_len(model, 4, prefix_length=max_tokens - 2) == 2
-    assert default_max_len(model, 4, prefix_length=max_tokens - 1) == 1  # room for one token
-    assert default_max_len(model, 4, prefix_length=max_tokens) == 1  # never below one
+    """default_max_new_tokens = max(1, min(max_tokens - prefix, int(1.5 * source) + 10)), written out case by case."""
+    max_tokens = model.config.max_sequence_tokens
+    assert default_max_new_tokens(model, 4) == 6 + 10
+    assert default_max_new_tokens(model, 7) == 10 + 10  # 10.5 rounded down
+    assert default_max_new_tokens(model, 100) == max_tokens  # no prefix by default: every position is the output's
+    assert default_max_new_tokens(model, 100, prefix_length=5) == max_tokens - 5
+    assert default_max_new_tokens(model, 4, prefix_length=max_tokens - 2) == 2
+    assert default_max_new_tokens(model, 4, prefix_length=max_tokens - 1) == 1  # room for one token
+    assert default_max_new_tokens(model, 4, prefix_length=max_tokens) == 1  # never below one
 
 
 def test_each_sentence_gets_its_own_limit_and_the_prefix_takes_its_room(model):
     long_row = torch.randint(4, 40, (60,))
     short_row = torch.cat([torch.randint(4, 40, (4,)), torch.zeros(56, dtype=torch.long)])  # 4 tokens, then padding
     src = torch.stack([long_row, short_row])
-    max_tokens = model.config.max_tokens
+    max_tokens = model.config.max_sequence_tokens
     assert row_limits(model, src, 0, None) == [max_tokens, 6 + 10]
     assert row_limits(model, src, 5, None) == [max_tokens - 5, 6 + 10]
-    assert row_limits(model, src, 5, 7) == [7, 7]  # a given max_len holds for every sentence
+    assert row_limits(model, src, 5, 7) == [7, 7]  # a given max_new_tokens holds for every sentence
 
 
 def test_strip_drops_padding_wherever_it_is_and_cuts_after_the_first_eos():

@@ -13,6 +13,7 @@ import sacrebleu
 import torch
 
 from model.checkpoint import load_checkpoint
+from model.scoring import Scoring
 from model.training import evaluate as evaluate_module
 from model.training.evaluate import evaluate
 from tests.helpers import REPO, toy_sentences
@@ -55,12 +56,12 @@ def sacrebleu_scores(hypotheses: list[str], references: list[str]) -> dict[str, 
 
 def test_evaluate_equals_sacrebleu_on_the_same_hypotheses(translator):
     sources = toy_sentences(12, seed=5)
-    expected_hypotheses = [translator.translate(source, beam_size=1, max_len=MAX_LEN) for source in sources]
+    expected_hypotheses = [translator.translate(source, beam_size=1, max_new_tokens=MAX_LEN) for source in sources]
     assert all(h.strip() for h in expected_hypotheses)
     references = references_for(expected_hypotheses)
 
     # batch_size 5 splits the length-sorted sentences into 3 batches: the output must come back in input order
-    result = evaluate(translator, sources, references, beam_size=1, batch_size=5, max_len=MAX_LEN)
+    result = evaluate(translator, sources, references, beam_size=1, batch_size=5, max_new_tokens=MAX_LEN)
 
     assert result["hypotheses"] == expected_hypotheses
     expected = sacrebleu_scores(expected_hypotheses, references)
@@ -84,10 +85,12 @@ def test_a_larger_length_penalty_makes_the_shipped_models_beam_choose_longer_tra
         "uniform is attempting to catch him.",
         "A man in an orange hat starring at something.",
     ]
-    by_alpha = {alpha: evaluate(translator, sources, sources, beam_size=5, alpha=alpha) for alpha in (0.0, 2.0)}
+    by_alpha = {
+        alpha: evaluate(translator, sources, sources, beam_size=5, scoring=Scoring(alpha=alpha)) for alpha in (0.0, 2.0)
+    }
     for alpha, result in by_alpha.items():
         assert result["length_penalty"] == alpha
-        assert result["hypotheses"] == translator.translate_batch(sources, beam_size=5, alpha=alpha)
+        assert result["hypotheses"] == translator.translate_batch(sources, beam_size=5, scoring=Scoring(alpha=alpha))
     lengths = {alpha: result["bleu_details"]["hypothesis_length"] for alpha, result in by_alpha.items()}
     assert lengths[2.0] > lengths[0.0]
 
@@ -99,7 +102,7 @@ def test_evaluate_refuses_misaligned_references(translator):
 
 def test_cli_prints_and_writes_the_scores(tiny_checkpoint, translator, tmp_path):
     sources = toy_sentences(4, seed=9)
-    hypotheses = [translator.translate(source, beam_size=2, max_len=MAX_LEN) for source in sources]
+    hypotheses = [translator.translate(source, beam_size=2, max_new_tokens=MAX_LEN) for source in sources]
     references = references_for(hypotheses)
     src = tmp_path / "test.en.gz"
     with gzip.open(src, "wt", encoding="utf-8") as handle:
@@ -110,7 +113,7 @@ def test_cli_prints_and_writes_the_scores(tiny_checkpoint, translator, tmp_path)
 
     command = [
         sys.executable, "-m", "model.evaluate", "--checkpoint", str(tiny_checkpoint), "--src", str(src),
-        "--ref", str(ref), "--beam", "2", "--batch-size", "3", "--max-len", str(MAX_LEN), "--device", "cpu",
+        "--ref", str(ref), "--beam", "2", "--batch-size", "3", "--max-new-tokens", str(MAX_LEN), "--device", "cpu",
         "--json", str(json_out), "--hyp-out", str(hyp_out),
     ]  # fmt: skip
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
@@ -176,7 +179,7 @@ def test_card_split_records_scores_and_keeps_the_card(tiny_checkpoint, tmp_path)
             "2",
             "--device",
             "cpu",
-            "--max-len",
+            "--max-new-tokens",
             "6",
             "--quiet",
             "--card-split",
@@ -195,7 +198,7 @@ def test_card_split_records_scores_and_keeps_the_card(tiny_checkpoint, tmp_path)
     card.history = [TrainingRun(command="first run"), TrainingRun(command="continued run")]
     card.save(folder)
     main(["--checkpoint", str(folder), "--src", str(src), "--ref", str(ref), "--beam", "1", "--device", "cpu"]
-         + ["--max-len", "6", "--quiet", "--card-split", "test"])  # fmt: skip
+         + ["--max-new-tokens", "6", "--quiet", "--card-split", "test"])  # fmt: skip
     history = read_card(folder).history
     assert history[0].scores is None and history[1].scores["test"].beam_size == 1  # the run that made them
 
@@ -208,13 +211,13 @@ def test_by_rarest_word_scores_each_group_of_sentences(tiny_checkpoint, translat
     folder = tmp_path / "ckpt"
     shutil.copytree(tiny_checkpoint, folder)
     sources = ["a man rides a bike.", "two dogs play.", "a man sleeps."]
-    hypotheses = [translator.translate(source, beam_size=1, max_len=6) for source in sources]
+    hypotheses = [translator.translate(source, beam_size=1, max_new_tokens=6) for source in sources]
     references = references_for(hypotheses)
     src, ref = tmp_path / "s.en", tmp_path / "r.de"
     src.write_text("".join(s + "\n" for s in sources), encoding="utf-8")
     ref.write_text("".join(r + "\n" for r in references), encoding="utf-8")
     argv = ["--checkpoint", str(folder), "--src", str(src), "--ref", str(ref), "--beam", "1", "--device", "cpu",
-            "--max-len", "6", "--quiet", "--by-rarest-word"]  # fmt: skip
+            "--max-new-tokens", "6", "--quiet", "--by-rarest-word"]  # fmt: skip
     with pytest.raises(SystemExit) as exit_info:
         evaluate_module.main(argv)
     assert exit_info.value.code == 2

@@ -223,7 +223,7 @@ def test_batch_is_the_statistic_over_all_query_rows_pooled(translator, traces):
     calls = []
     lines = ["", STATISTICS_SENTENCES[0], "   ", STATISTICS_SENTENCES[1], STATISTICS_SENTENCES[2], ""]
     table = batch_head_statistics(
-        translator, lines, beam_size=1, max_len=6, progress=lambda done, total: calls.append((done, total))
+        translator, lines, beam_size=1, max_new_tokens=6, progress=lambda done, total: calls.append((done, total))
     )
     assert calls == [(1, 3), (2, 3), (3, 3)]
     assert len(table) == len(trace_head_statistics(traces[0]))

@@ -154,7 +154,7 @@ def test_rows_lose_only_their_own_heads(small_model):
 
 def test_mean_head_outputs_pool_every_position_of_every_sentence(translator):
     model, config = translator.model, translator.config
-    outputs = [translator.trace(text, beam_size=1, max_len=MAX_LEN).target_ids[1:] for text in (SENTENCE, OTHER)]
+    outputs = [translator.trace(text, beam_size=1, max_new_tokens=MAX_LEN).target_ids[1:] for text in (SENTENCE, OTHER)]
     means = mean_head_outputs(translator, [SENTENCE, OTHER], outputs)
     assert set(means) == {ref.module_name for ref in all_heads(config)}
     sums: dict[str, torch.Tensor] = {}
@@ -171,7 +171,7 @@ def test_mean_head_outputs_pool_every_position_of_every_sentence(translator):
     for name, mean in means.items():
         torch.testing.assert_close(mean, sums[name] / counts[name], rtol=0, atol=1e-6)
     # Forced on its own greedy translation when no output is given:
-    own = mean_head_outputs(translator, [SENTENCE], beam_size=1, max_len=MAX_LEN)
+    own = mean_head_outputs(translator, [SENTENCE], beam_size=1, max_new_tokens=MAX_LEN)
     forced = mean_head_outputs(translator, [SENTENCE], outputs[:1])
     for name in own:
         torch.testing.assert_close(own[name], forced[name], rtol=0, atol=0)
@@ -182,7 +182,7 @@ def test_ablated_decoding_removes_the_head_at_every_step(translator, mode):
     """Greedy decoding (one query row per step, cached keys) ablates as the full teacher-forced pass does:
     every token it outputs is the argmax of the ablated full pass over that output."""
     heads = [HeadRef("cross", 1, 0), HeadRef("decoder", 0, 3), HeadRef("encoder", 1, 1)]
-    comparison = compare_ablation(translator, SENTENCE, heads, mode, beam_size=1, max_len=MAX_LEN)
+    comparison = compare_ablation(translator, SENTENCE, heads, mode, beam_size=1, max_new_tokens=MAX_LEN)
     ablated = comparison.ablated
     means = mean_head_outputs(translator, [SENTENCE], [comparison.original.target_ids[1:]]) if mode == "mean" else None
     src = torch.tensor([ablated.source_ids])
@@ -190,11 +190,11 @@ def test_ablated_decoding_removes_the_head_at_every_step(translator, mode):
         logits = translator.model(src, torch.tensor([ablated.target_ids[:-1]]))
     argmax = next_token_log_probs(translator.model, logits[0]).argmax(dim=-1).tolist()
     assert argmax == ablated.target_ids[1:]
-    assert ablated.settings["ablation"]["mode"] == mode
+    assert ablated.outcome.experiment["mode"] == mode
 
 
 def test_no_ablation_gives_the_original_translation_and_probabilities(translator):
-    comparison = compare_ablation(translator, SENTENCE, [], beam_size=3, max_len=MAX_LEN)
+    comparison = compare_ablation(translator, SENTENCE, [], beam_size=3, max_new_tokens=MAX_LEN)
     assert comparison.ablated.target_ids == comparison.original.target_ids
     assert np.array_equal(comparison.forced.step_probs, comparison.original.step_probs)
     assert comparison.diff.identical and not any(comparison.diff.original_changed)
@@ -203,7 +203,7 @@ def test_no_ablation_gives_the_original_translation_and_probabilities(translator
 
 def test_compare_ablation_scores_the_original_tokens_with_the_heads_removed(translator):
     heads = [HeadRef("cross", layer, head) for layer in range(2) for head in range(4)]
-    comparison = compare_ablation(translator, SENTENCE, heads, beam_size=3, max_len=MAX_LEN)
+    comparison = compare_ablation(translator, SENTENCE, heads, beam_size=3, max_new_tokens=MAX_LEN)
     original, forced = comparison.original, comparison.forced
     assert forced.target_ids == original.target_ids
     with torch.no_grad(), ablate_heads(translator.model, heads):
@@ -215,7 +215,7 @@ def test_compare_ablation_scores_the_original_tokens_with_the_heads_removed(tran
     expected_drop = np.log(original.step_probs.astype(np.float64)).sum() - np.log(by_hand.double().numpy()).sum()
     assert comparison.log_prob_drop == pytest.approx(expected_drop, abs=1e-4)
     assert comparison.diff == token_diff(original.predicted_pieces, comparison.ablated.predicted_pieces)
-    assert comparison.ablated.settings["ablation"]["heads"][0] == {"kind": "cross", "layer": 0, "head": 0}
+    assert comparison.ablated.outcome.experiment["heads"][0] == {"kind": "cross", "layer": 0, "head": 0}
 
 
 def test_token_diff_marks_changed_tokens_and_aligns_columns():
@@ -265,7 +265,7 @@ def test_importance_ranks_a_decisive_head_first(toy_tokenizer):
     decisive = HeadRef("cross", 1, 2)
     model = one_head_model(toy_tokenizer.vocab_size("target"), decisive)
     translator = Translator(model, toy_tokenizer, torch.device("cpu"))
-    trace = translator.trace(SENTENCE, beam_size=1, max_len=MAX_LEN)
+    trace = translator.trace(SENTENCE, beam_size=1, max_new_tokens=MAX_LEN)
     importance = head_importance(translator, SENTENCE, target_ids=trace.target_ids[1:])
     ranking = importance.ranking()
     assert ranking[0][0] == decisive
@@ -278,7 +278,7 @@ def test_importance_ranks_a_decisive_head_first(toy_tokenizer):
 
 @pytest.mark.parametrize("mode", ["zero", "mean"])
 def test_batched_importance_equals_removing_each_head_alone(translator, mode):
-    output = translator.trace(SENTENCE, beam_size=1, max_len=MAX_LEN).target_ids[1:]
+    output = translator.trace(SENTENCE, beam_size=1, max_new_tokens=MAX_LEN).target_ids[1:]
     importance = head_importance(translator, SENTENCE, target_ids=output, mode=mode)
     baseline = translator.trace(SENTENCE, target_ids=output)
     assert importance.baseline_log_prob == pytest.approx(log_probability(baseline.step_probs), abs=1e-4)
@@ -294,16 +294,16 @@ def test_batched_importance_equals_removing_each_head_alone(translator, mode):
 
 
 def test_importance_of_some_kinds_and_its_own_translation(translator):
-    importance = head_importance(translator, SENTENCE, kinds=["cross"], beam_size=3, max_len=MAX_LEN)
+    importance = head_importance(translator, SENTENCE, kinds=["cross"], beam_size=3, max_new_tokens=MAX_LEN)
     assert list(importance.drops) == ["cross"] and importance.drops["cross"].shape == (2, 4)
-    assert importance.target_ids == translator.trace(SENTENCE, beam_size=3, max_len=MAX_LEN).target_ids
+    assert importance.target_ids == translator.trace(SENTENCE, beam_size=3, max_new_tokens=MAX_LEN).target_ids
     assert [ref.kind for ref, _ in importance.ranking()] == ["cross"] * 8
     with pytest.raises(ValueError, match="empty"):
         head_importance(translator, SENTENCE, target_ids=[])
 
 
 def test_importance_halves_its_passes_after_running_out_of_gpu_memory(translator, monkeypatch):
-    output = translator.trace(SENTENCE, beam_size=1, max_len=MAX_LEN).target_ids[1:]
+    output = translator.trace(SENTENCE, beam_size=1, max_new_tokens=MAX_LEN).target_ids[1:]
     expected = head_importance(translator, SENTENCE, target_ids=output)
     forward = translator.model.forward
     sizes: list[int] = []
@@ -328,7 +328,7 @@ def test_importance_moves_to_the_cpu_when_even_one_row_does_not_fit(translator, 
     """A pretend accelerator ("meta" tensors) that is always out of memory: the drops come from a CPU copy."""
     import model.analysis.importance as importance_module
 
-    output = translator.trace(SENTENCE, beam_size=1, max_len=MAX_LEN).target_ids[1:]
+    output = translator.trace(SENTENCE, beam_size=1, max_new_tokens=MAX_LEN).target_ids[1:]
     expected = head_importance(translator, SENTENCE, target_ids=output)
     assert expected.notice is None
     pretend_gpu = Translator(translator.model, translator.tokenizer, torch.device("meta"), name="pretend")
@@ -393,18 +393,18 @@ def test_shuffled_words_are_a_seeded_permutation_that_moves_a_word():
 
 
 def test_compare_word_order_variants(translator):
-    no_pe = compare_word_order(translator, SENTENCE, "no-pe", beam_size=1, max_len=MAX_LEN)
+    no_pe = compare_word_order(translator, SENTENCE, "no-pe", beam_size=1, max_new_tokens=MAX_LEN)
     assert no_pe.stacks == ("encoder", "decoder") and no_pe.shuffled_order == []
     assert all(not array.any() for array in no_pe.modified.positional.values())
     assert all(array.any() for array in no_pe.original.positional.values())
     with without_positional_encoding(translator.model):
-        assert translator.trace(SENTENCE, beam_size=1, max_len=MAX_LEN).target_ids == no_pe.modified.target_ids
+        assert translator.trace(SENTENCE, beam_size=1, max_new_tokens=MAX_LEN).target_ids == no_pe.modified.target_ids
     assert no_pe.diff == token_diff(no_pe.original.predicted_pieces, no_pe.modified.predicted_pieces)
 
-    shuffle = compare_word_order(translator, SENTENCE, "shuffle", seed=2, beam_size=1, max_len=MAX_LEN)
+    shuffle = compare_word_order(translator, SENTENCE, "shuffle", seed=2, beam_size=1, max_new_tokens=MAX_LEN)
     assert shuffle.modified.source_text == shuffle_source_words(SENTENCE, 2)
     assert shuffle.modified.source_text.split() == [SENTENCE.split()[i] for i in shuffle.shuffled_order]
-    assert shuffle.modified.settings["word_order"]["seed"] == 2
+    assert shuffle.modified.outcome.experiment["seed"] == 2
     assert shuffle.original.positional["encoder.positional"].any()
     with pytest.raises(ValueError, match="variant"):
         compare_word_order(translator, SENTENCE, "reverse")

@@ -73,11 +73,11 @@ def test_greedy_translations_equal_generate(marian):
             generated = hf_model.generate(
                 src, num_beams=1, do_sample=False, max_new_tokens=30, bad_words_ids=[[pad]], forced_eos_token_id=None
             )[0].tolist()
-        ids = greedy_decode(translator.model, src, max_len=30)[0]
+        ids = greedy_decode(translator.model, src, max_new_tokens=30)[0]
         assert ids == [token for token in generated[1:] if token != pad], text
         expected = hf_tokenizer.decode(generated, skip_special_tokens=True)
         assert translator.tokenizer.decode(ids) == expected
-        assert translator.translate(text, beam_size=1, max_len=30) == expected
+        assert translator.translate(text, beam_size=1, max_new_tokens=30) == expected
 
 
 def test_card_and_config_record_the_source_and_its_generation_defaults(marian):
@@ -306,7 +306,7 @@ def test_init_from_an_imported_model_fine_tunes_it_and_its_loss_falls(marian, tm
 def test_an_imported_model_decodes_up_to_its_authors_max_length_not_our_default(marian):
     """OPUS-MT allows max_length 512 (the start token included): a translation out of a language with few pieces
     per word must not stop at our 1.5 x source + 10. A model that never writes </s> shows the limit."""
-    from model.decoding import default_max_len
+    from model.decoding import default_max_new_tokens
     from model.translator import Translator
 
     imported = load_checkpoint(marian[3], "cpu")
@@ -321,15 +321,15 @@ def test_an_imported_model_decodes_up_to_its_authors_max_length_not_our_default(
     model.generator.register_forward_hook(never_end)
     endless = Translator(model, imported.tokenizer, torch.device("cpu"), name="endless", card=imported.card)
     source = "a dog."
-    positions = model.config.max_tokens  # the tiny model's 63 positions are fewer than OPUS-MT's 511
+    positions = model.config.max_sequence_tokens  # the tiny model's 63 positions are fewer than OPUS-MT's 511
     assert imported.authors_limit == positions  # their max_length of 512 new tokens, within our positions
-    short = default_max_len(model, len(imported.source_ids(source).ids))
+    short = default_max_new_tokens(model, len(imported.source_ids(source).ids))
     assert short < positions
     for beam_size in (1, 2):
         trace = endless.trace(source, beam_size=beam_size)
-        assert trace.n_steps == positions and trace.settings["cut_off"]
+        assert trace.n_steps == positions and trace.outcome.cut_off
     assert len(endless.tokenizer.encode(endless.translate(source, beam_size=1), "target")) >= positions - 1
-    assert endless.trace(source, beam_size=1, max_len=5).n_steps == 5  # the user's limit still wins
+    assert endless.trace(source, beam_size=1, max_new_tokens=5).n_steps == 5  # the user's limit still wins
     ours = Translator(model, imported.tokenizer, torch.device("cpu"), name="ours")  # no authors' settings
     assert ours.authors_limit is None and ours.trace(source, beam_size=1).n_steps == short
 

@@ -18,9 +18,10 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from model import load_checkpoint
-from model.decoding import Scoring, beam_search, greedy_decode
+from model.decoding import beam_search, greedy_decode
 from model.generation_defaults import authors_decoding
 from model.interop.marian import import_marian
+from model.scoring import Scoring
 from tests.helpers import transformers_or_skip
 
 SENTENCES = [
@@ -97,19 +98,21 @@ def test_the_authors_settings_are_read_from_the_folder_and_decode_as_generate(en
     recorded = translator.card.extra["generation_defaults"]
     assert {key: recorded.get(key) for key in authors} == authors  # the importer records them all
     preset = translator.authors_decoding
-    assert (preset.beam_size, preset.max_len, preset.scoring.alpha) == (4, 40, 1.2)
+    assert (preset.beam_size, preset.max_new_tokens, preset.scoring.alpha) == (4, 40, 1.2)
     assert preset.scoring.style == "transformers" and preset.scoring.force_eos
     assert preset.scoring.banned == (hf_model.config.pad_token_id,) and not preset.not_followed
     lengths = set()
     for text in SENTENCES:
         expected = generated(hf_model, hf_tokenizer, text)  # the folder's generation_config.json alone
-        trace = translator.trace(text, beam_size=preset.beam_size, max_len=preset.max_len, scoring=preset.scoring)
-        assert trace.target_ids[1:] == expected, text
-        assert translator.translate(text, preset.beam_size, preset.max_len, preset.scoring) == hf_tokenizer.decode(
-            expected, skip_special_tokens=True
+        trace = translator.trace(
+            text, beam_size=preset.beam_size, max_new_tokens=preset.max_new_tokens, scoring=preset.scoring
         )
+        assert trace.target_ids[1:] == expected, text
+        assert translator.translate(
+            text, preset.beam_size, preset.max_new_tokens, preset.scoring
+        ) == hf_tokenizer.decode(expected, skip_special_tokens=True)
         lengths.add(len(expected))
-    assert len(lengths) >= 3 and max(lengths) == preset.max_len  # ends at many lengths, one at the limit
+    assert len(lengths) >= 3 and max(lengths) == preset.max_new_tokens  # ends at many lengths, one at the limit
 
 
 SETTINGS = [
@@ -136,7 +139,7 @@ def test_each_generate_setting_gives_generates_output(ending, changes):
     preset = authors_decoding(settings, translator.config)
     for text in SENTENCES:
         expected = generated(hf_model, hf_tokenizer, text, settings)
-        ids = translator.trace(text, preset.beam_size, preset.max_len, scoring=preset.scoring).target_ids[1:]
+        ids = translator.trace(text, preset.beam_size, preset.max_new_tokens, scoring=preset.scoring).target_ids[1:]
         assert ids == expected, text
 
 
@@ -152,20 +155,22 @@ def test_banned_tokens_are_never_generated_as_generate_bans_them(ending):
     for text in SENTENCES:
         for beam_size in (1, 3):
             expected = generated(hf_model, hf_tokenizer, text, {**settings, "num_beams": beam_size})
-            ours = translator.trace(text, beam_size, preset.max_len, scoring=preset.scoring).target_ids[1:]
+            ours = translator.trace(text, beam_size, preset.max_new_tokens, scoring=preset.scoring).target_ids[1:]
             assert ours == expected and not banned_ids & set(ours), text
-    trace = translator.trace(SENTENCES[1], 1, preset.max_len, scoring=preset.scoring)
+    trace = translator.trace(SENTENCES[1], 1, preset.max_new_tokens, scoring=preset.scoring)
     assert not banned_ids & set(trace.topk_ids.flatten().tolist())  # the views never offer them
     other = next(token for token, _ in favourites.most_common() if token not in banned_ids)
-    unbanned = translator.fork(translator.trace(SENTENCES[1], 1, preset.max_len), 0, other)
+    unbanned = translator.fork(translator.trace(SENTENCES[1], 1, preset.max_new_tokens), 0, other)
     assert banned_ids & set(unbanned.target_ids)  # the model would write them after that token...
     forked = translator.fork(trace, 0, other)
-    assert not banned_ids & set(forked.target_ids) and forked.settings["scoring"] == trace.settings["scoring"]
-    tree = translator.beam_tree(SENTENCES[1], 3, preset.max_len, scoring=preset.scoring)
-    assert tree.style == "transformers" and tree.results()[0].id in {n.id for n in tree.nodes if n.status == "finished"}
+    assert not banned_ids & set(forked.target_ids) and forked.settings.scoring == trace.settings.scoring
+    tree = translator.beam_tree(SENTENCES[1], 3, preset.max_new_tokens, scoring=preset.scoring)
+    assert tree.scoring.style == "transformers" and tree.results()[0].id in {
+        n.id for n in tree.nodes if n.status == "finished"
+    }
     assert (
         tree.hypotheses[0].tokens
-        == translator.trace(SENTENCES[1], 3, preset.max_len, scoring=preset.scoring).target_ids[1:]
+        == translator.trace(SENTENCES[1], 3, preset.max_new_tokens, scoring=preset.scoring).target_ids[1:]
     )
 
 
@@ -181,7 +186,9 @@ def test_every_returned_hypothesis_and_score_equal_generates(ending):
             outputs = {"num_return_sequences": 4, "output_scores": True, "return_dict_in_generate": True}
             result = generate_as_folder(hf_model, src, settings, **outputs)
             expected = [[token for token in row[1:] if token != pad] for row in result.sequences.tolist()]
-            ours = beam_search(translator.model, src, 4, max_len=preset.max_len, scoring=preset.scoring)[0]
+            ours = beam_search(translator.model, src, 4, max_new_tokens=preset.max_new_tokens, scoring=preset.scoring)[
+                0
+            ]
             assert [hypothesis.tokens for hypothesis in ours] == expected, (text, changes)
             scores = torch.tensor([hypothesis.score for hypothesis in ours])
             torch.testing.assert_close(scores, result.sequences_scores, rtol=0, atol=1e-5)
@@ -193,11 +200,13 @@ def test_batched_search_gives_each_sentence_what_it_gets_alone(ending):
     settings = {"num_beams": 4, "max_length": 30, "length_penalty": 0.8}
     preset = authors_decoding(settings, translator.config)
     src = hf_tokenizer(SENTENCES, padding=True, return_tensors="pt").input_ids
-    ours = beam_search(translator.model, src, 4, max_len=preset.max_len, scoring=preset.scoring)
+    ours = beam_search(translator.model, src, 4, max_new_tokens=preset.max_new_tokens, scoring=preset.scoring)
     assert [hypotheses[0].tokens for hypotheses in ours] == [
         generated(hf_model, hf_tokenizer, text, settings) for text in SENTENCES
     ]
-    greedy = greedy_decode(translator.model, src, max_len=5, scoring=Scoring(style="transformers", force_eos=True))
+    greedy = greedy_decode(
+        translator.model, src, max_new_tokens=5, scoring=Scoring(style="transformers", force_eos=True)
+    )
     expected = [
         generated(hf_model, hf_tokenizer, text, {"max_length": 5, "forced_eos_token_id": 0}) for text in SENTENCES
     ]
@@ -207,11 +216,11 @@ def test_batched_search_gives_each_sentence_what_it_gets_alone(ending):
 def test_a_forced_end_at_the_limit_is_marked_cut_off(ending):
     hf_model, _, translator, _ = ending
     preset = authors_decoding({"num_beams": 3, "max_length": 2, "forced_eos_token_id": 0}, translator.config)
-    trace = translator.trace(SENTENCES[1], preset.beam_size, preset.max_len, scoring=preset.scoring)
+    trace = translator.trace(SENTENCES[1], preset.beam_size, preset.max_new_tokens, scoring=preset.scoring)
     assert trace.target_ids[-1] == translator.config.eos_id and trace.n_steps == 2
-    assert trace.settings["cut_off"]  # </s> was written because the limit came, not because the model chose it
+    assert trace.outcome.cut_off  # </s> was written because the limit came, not because the model chose it
     free = authors_decoding({"num_beams": 3, "max_length": 40}, translator.config)
-    assert not translator.trace(SENTENCES[0], free.beam_size, free.max_len, scoring=free.scoring).settings["cut_off"]
+    assert not translator.trace(SENTENCES[0], free.beam_size, free.max_new_tokens, scoring=free.scoring).outcome.cut_off
 
 
 def test_settings_our_search_does_not_apply_are_named():
@@ -224,7 +233,9 @@ def test_settings_our_search_does_not_apply_are_named():
     )
     assert preset.scoring.banned == (4,)
     assert preset.not_followed == ("no_repeat_ngram_size=3", "bad_words_ids [5, 6]")
-    assert preset.max_len == 20  # generate's max_length when a folder gives none
-    assert authors_decoding({"max_length": 512}, config).max_len == config.max_tokens  # within our positions
+    assert preset.max_new_tokens == 20  # generate's max_length when a folder gives none
+    assert (
+        authors_decoding({"max_length": 512}, config).max_new_tokens == config.max_sequence_tokens
+    )  # within our positions
     with pytest.raises(ValueError, match="early_stopping"):
         authors_decoding({"early_stopping": "sometimes"}, config)

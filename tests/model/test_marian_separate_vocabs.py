@@ -133,11 +133,11 @@ def test_greedy_translations_equal_generate(marian_separate):
             generated = hf_model.generate(
                 src, num_beams=1, do_sample=False, max_new_tokens=30, bad_words_ids=[[pad]], forced_eos_token_id=None
             )[0].tolist()
-        ids = greedy_decode(translator.model, src, max_len=30)[0]
+        ids = greedy_decode(translator.model, src, max_new_tokens=30)[0]
         assert ids == generated[1:], text  # after the start token
         expected = hf_tokenizer.decode(generated[1:], skip_special_tokens=True)
         assert translator.tokenizer.decode(ids) == expected
-        assert translator.translate(text, beam_size=1, max_len=30) == expected
+        assert translator.translate(text, beam_size=1, max_new_tokens=30) == expected
 
 
 def test_a_batch_of_sources_translates_as_hugging_faces_batched_generate(marian_separate):
@@ -155,8 +155,8 @@ def test_a_batch_of_sources_translates_as_hugging_faces_batched_generate(marian_
             **batch, num_beams=1, do_sample=False, max_new_tokens=20, bad_words_ids=[[pad]], forced_eos_token_id=None
         ).tolist()
     expected = [hf_tokenizer.decode([t for t in row[1:] if t != pad], skip_special_tokens=True) for row in generated]
-    assert translator.translate_batch(texts, beam_size=1, max_len=20) == expected
-    assert [translator.translate(text, beam_size=1, max_len=20) for text in texts] == expected
+    assert translator.translate_batch(texts, beam_size=1, max_new_tokens=20) == expected
+    assert [translator.translate(text, beam_size=1, max_new_tokens=20) for text in texts] == expected
 
 
 # --- the checkpoint folder ---
@@ -170,7 +170,7 @@ def test_config_and_card_record_the_two_vocabularies(marian_separate):
     config = json.loads((out / "config.json").read_text(encoding="utf-8"))
     assert config["share_embeddings"] is False and config["tie_output"] is False
     assert (config["src_vocab_size"], config["tgt_vocab_size"]) == (len(vocab), len(target_vocab))
-    assert (config["src_pad_id"], config["pad_id"]) == (vocab["<pad>"], target_vocab["<pad>"])
+    assert (config["source_pad_id"], config["pad_id"]) == (vocab["<pad>"], target_vocab["<pad>"])
     assert config["decoder_start_id"] == target_vocab["<pad>"] and config["bos_id"] is None
     conversion = read_card(out).extra["conversion"]
     assert conversion["vocabularies"] == (
@@ -210,10 +210,10 @@ def test_a_saved_checkpoint_loads_back_the_same(marian_separate, tmp_path):
 def test_a_checkpoint_whose_config_and_vocabularies_disagree_is_refused(marian_separate, tmp_path):
     folder = shutil.copytree(marian_separate[3], tmp_path / "checkpoint")
     config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
-    source_pad = config["src_pad_id"]
-    (folder / "config.json").write_text(json.dumps({**config, "src_pad_id": 5}), encoding="utf-8")
+    source_pad = config["source_pad_id"]
+    (folder / "config.json").write_text(json.dumps({**config, "source_pad_id": 5}), encoding="utf-8")
     with pytest.raises(
-        CheckpointError, match=rf"config\.json: src_pad_id=5 but the source tokenizer uses {source_pad}"
+        CheckpointError, match=rf"config\.json: source_pad_id=5 but the source tokenizer uses {source_pad}"
     ):
         load_checkpoint(folder, "cpu")
     (folder / "config.json").write_text(json.dumps(config), encoding="utf-8")
@@ -337,7 +337,7 @@ def test_one_vocabulary_with_an_embedding_per_stack_is_imported(marian_separate,
     torch.testing.assert_close(logits, expected, atol=1e-4, rtol=0)
     config = json.loads((tmp_path / "out" / "config.json").read_text(encoding="utf-8"))
     assert config["share_embeddings"] is False and config["src_vocab_size"] == config["tgt_vocab_size"] == size
-    assert "src_pad_id" not in config and not (tmp_path / "out" / "target_vocab.json").exists()
+    assert "source_pad_id" not in config and not (tmp_path / "out" / "target_vocab.json").exists()
 
 
 # --- training from it ---
@@ -422,12 +422,18 @@ def test_a_separate_vocabulary_tokenizer_on_its_own(tmp_path):
         Tokenizer.load(saved)
 
 
-def test_src_pad_id_is_optional_and_checked():
+def test_source_pad_id_is_optional_and_checked():
     config = small_config(40)
-    assert "src_pad_id" not in config.to_dict() and config.source_pad_id == config.pad_id  # older configs unchanged
-    apart = small_config(40, src_vocab_size=50, src_pad_id=49)
+    assert "source_pad_id" not in config.to_dict() and config.source_pad_id == config.pad_id  # older configs unchanged
+    apart = small_config(40, src_vocab_size=50, source_pad_id=49)
     assert apart.source_pad_id == 49 and TransformerConfig.from_dict(apart.to_dict()) == apart
-    with pytest.raises(ValueError, match="src_pad_id=50 is outside the source vocabulary"):
-        small_config(40, src_vocab_size=50, src_pad_id=50)
-    with pytest.raises(ValueError, match="share_embeddings needs src_pad_id == pad_id"):
-        small_config(40, share_embeddings=True, src_pad_id=5)
+    older = {
+        **apart.to_dict(),
+        "src_pad_id": apart.to_dict().pop("source_pad_id"),
+    }  # a config.json of before the rename
+    del older["source_pad_id"]
+    assert TransformerConfig.from_dict(older) == apart
+    with pytest.raises(ValueError, match="source_pad_id=50 is outside the source vocabulary"):
+        small_config(40, src_vocab_size=50, source_pad_id=50)
+    with pytest.raises(ValueError, match="share_embeddings needs source_pad_id == pad_id"):
+        small_config(40, share_embeddings=True, source_pad_id=5)

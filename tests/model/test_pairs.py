@@ -90,8 +90,8 @@ def test_bad_module_or_head_is_refused(hand_pair):
 
 def test_real_minimal_pair_from_a_checkpoint(tiny_checkpoint):
     translator = load_checkpoint(tiny_checkpoint, device="cpu")
-    first = translator.trace("the dog sits on the man.", beam_size=1, max_len=6)
-    second = translator.trace("the man sits on the dog.", beam_size=1, max_len=6)
+    first = translator.trace("the dog sits on the man.", beam_size=1, max_new_tokens=6)
+    second = translator.trace("the man sits on the dog.", beam_size=1, max_new_tokens=6)
     for module in first.attention:
         pair = attention_pair(first, second, module, head=0)
         assert pair.difference.shape == (len(pair.queries.first), len(pair.keys.first))

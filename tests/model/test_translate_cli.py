@@ -30,12 +30,12 @@ def expected(tiny_checkpoint):
     """Greedy translations by the library, one sentence at a time."""
     torch.set_num_threads(1)
     translator = load_checkpoint(tiny_checkpoint, device="cpu")
-    return lambda text: translator.translate(text, beam_size=1, max_len=MAX_LEN)
+    return lambda text: translator.translate(text, beam_size=1, max_new_tokens=MAX_LEN)
 
 
 def test_translates_text_arguments(tiny_checkpoint, expected):
     texts = ["a dog runs in the park.", "two girls sit on a red bike."]
-    options = ("--device", "cpu", "--beam", "1", "--max-len", str(MAX_LEN))
+    options = ("--device", "cpu", "--beam", "1", "--max-new-tokens", str(MAX_LEN))
     result = run_cli("--checkpoint", str(tiny_checkpoint), *options, *texts)
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines() == [expected(text) for text in texts]
@@ -45,7 +45,7 @@ def test_translates_text_arguments(tiny_checkpoint, expected):
 def test_translates_stdin_lines_and_keeps_blank_lines(tiny_checkpoint, expected):
     lines = ["the man plays with a ball.", "", "an old woman walks."]
     result = run_cli(
-        "--checkpoint", str(tiny_checkpoint), "--device", "cpu", "--beam", "1", "--max-len", str(MAX_LEN),
+        "--checkpoint", str(tiny_checkpoint), "--device", "cpu", "--beam", "1", "--max-new-tokens", str(MAX_LEN),
         "--batch-size", "1",
         stdin="".join(line + "\n" for line in lines),
     )  # fmt: skip
@@ -55,7 +55,7 @@ def test_translates_stdin_lines_and_keeps_blank_lines(tiny_checkpoint, expected)
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="the fallback notice needs a machine without CUDA")
 def test_missing_gpu_falls_back_with_a_notice_on_stderr(tiny_checkpoint, expected):
-    options = ("--device", "cuda", "--beam", "1", "--max-len", str(MAX_LEN))
+    options = ("--device", "cuda", "--beam", "1", "--max-new-tokens", str(MAX_LEN))
     result = run_cli("--checkpoint", str(tiny_checkpoint), *options, "a cat.")
     assert result.returncode == 0, result.stderr
     assert "CUDA was requested but is not available" in result.stderr

@@ -16,9 +16,10 @@ import pytest
 import torch
 
 from model import load_checkpoint
-from model.decoding import DEFAULT_ALPHA, beam_search, greedy_decode
+from model.decoding import beam_search, greedy_decode
+from model.scoring import DEFAULT_ALPHA, Scoring
 from model.tokenizer import Tokenizer
-from model.trace import DEFAULT_TOP_K
+from model.trace import DEFAULT_TOP_K, Fork, Trace, TraceOutcome
 from model.transformer import Transformer
 from model.translator import OOM_NOTICE, Translator, clean_text
 from tests.helpers import REPO, SENTENCE, small_config
@@ -45,7 +46,7 @@ def letters(translator: Translator, text: str) -> list[int]:
 
 
 def default_limit(source_ids: list[int]) -> int:
-    """The output limit without max_len (1.5 x the source plus 10), for the tiny model's 63 positions."""
+    """The output limit without max_new_tokens (1.5 x the source plus 10), for the tiny model's 63 positions."""
     return int(1.5 * len(source_ids)) + 10
 
 
@@ -60,14 +61,14 @@ def test_clean_text_turns_control_characters_into_spaces_and_lone_surrogates_int
 
 def test_source_ids_are_truncated_and_flagged_only_beyond_the_models_positions(toy):
     a = letters(toy, "a")[0]
-    room = toy.config.max_tokens
+    room = toy.config.max_sequence_tokens
     exact = toy.source_ids(" ".join("a" * room))
     assert exact.ids == [a] * room + [EOS] and not exact.truncated and exact.original_length == room
     longer = toy.source_ids(" ".join("a" * (room + 1)))
     assert longer.ids == exact.ids and longer.truncated and longer.original_length == room + 1
-    settings = toy.trace(" ".join("a" * (room + 1)), beam_size=1).settings
-    assert settings["truncated"] and settings["source_pieces_before_truncation"] == room + 1
-    assert not toy.trace(" ".join("a" * room), beam_size=1).settings["truncated"]
+    outcome = toy.trace(" ".join("a" * (room + 1)), beam_size=1).outcome
+    assert outcome.truncated and outcome.source_pieces_before_truncation == room + 1
+    assert not toy.trace(" ".join("a" * room), beam_size=1).outcome.truncated
 
 
 # --- trace: settings, limits, teacher forcing, prefixes, refusals ---
@@ -76,26 +77,24 @@ def test_source_ids_are_truncated_and_flagged_only_beyond_the_models_positions(t
 def test_trace_records_mode_beam_size_limits_and_the_model(toy):
     greedy = toy.trace("a b c d e", beam_size=1)
     assert greedy.translation == "e d c b a"
-    assert greedy.settings == {
+    assert greedy.settings.to_dict() == {
         "mode": "greedy",
         "beam_size": 1,
-        "max_len": None,
+        "max_new_tokens": None,
         "top_k": DEFAULT_TOP_K,
         "target": None,
         "prefix": None,
         "target_ids": None,
         "prefix_ids": [],
         "scoring": None,
-        "truncated": False,
-        "source_pieces_before_truncation": 5,
-        "cut_off": False,
     }
-    beam = toy.trace("a b c d e", beam_size=2, max_len=8, top_k=3)
+    assert greedy.outcome == TraceOutcome(truncated=False, source_pieces_before_truncation=5, cut_off=False)
+    beam = toy.trace("a b c d e", beam_size=2, max_new_tokens=8, top_k=3)
     assert beam.translation == "e d c b a"
-    assert {key: beam.settings[key] for key in ("mode", "beam_size", "max_len", "top_k")} == {
+    assert {key: beam.settings.to_dict()[key] for key in ("mode", "beam_size", "max_new_tokens", "top_k")} == {
         "mode": "beam",
         "beam_size": 2,
-        "max_len": 8,
+        "max_new_tokens": 8,
         "top_k": 3,
     }
     assert beam.topk_ids.shape == (beam.n_steps, 3)
@@ -112,22 +111,22 @@ def test_trace_records_mode_beam_size_limits_and_the_model(toy):
 
 
 def test_max_len_bounds_the_output_and_without_it_the_default_limit_does(toy, translator):
-    assert toy.trace("a b c", beam_size=1, max_len=1).target_ids == [BOS] + letters(toy, "c")
+    assert toy.trace("a b c", beam_size=1, max_new_tokens=1).target_ids == [BOS] + letters(toy, "c")
     for beam_size in (1, 3):  # the tiny model never ends by itself: its outputs are as long as allowed
         trace = translator.trace(SENTENCE, beam_size=beam_size)
         assert trace.n_steps == default_limit(trace.source_ids)
-    room = translator.config.max_tokens
-    prefixed = translator.trace(SENTENCE, beam_size=1, max_len=20, prefix_ids=[10] * (room - 5))
-    assert prefixed.n_steps == room  # a prefix and max_len together stay within the model's positions
+    room = translator.config.max_sequence_tokens
+    prefixed = translator.trace(SENTENCE, beam_size=1, max_new_tokens=20, prefix_ids=[10] * (room - 5))
+    assert prefixed.n_steps == room  # a prefix and max_new_tokens together stay within the model's positions
 
 
 def test_a_translation_that_reached_its_limit_before_eos_is_marked_cut_off(toy, translator):
-    assert toy.trace("a b c", beam_size=1, max_len=1).settings["cut_off"]  # "c" and no room left for EOS
-    assert not toy.trace("a b c", beam_size=2, max_len=4).settings["cut_off"]  # "c b a" then EOS
+    assert toy.trace("a b c", beam_size=1, max_new_tokens=1).outcome.cut_off  # "c" and no room left for EOS
+    assert not toy.trace("a b c", beam_size=2, max_new_tokens=4).outcome.cut_off  # "c b a" then EOS
     for beam_size in (1, 3):  # the tiny model never writes EOS by itself
-        assert translator.trace(SENTENCE, beam_size=beam_size).settings["cut_off"]
+        assert translator.trace(SENTENCE, beam_size=beam_size).outcome.cut_off
     forced = translator.trace(SENTENCE, target_ids=[10, 11])  # a typed target is the user's, not cut off
-    assert not forced.settings["cut_off"]
+    assert not forced.outcome.cut_off
 
 
 def test_shown_probabilities_never_offer_a_token_the_decoder_cannot_write(translator):
@@ -144,12 +143,12 @@ def test_shown_probabilities_never_offer_a_token_the_decoder_cannot_write(transl
     model.generator.register_forward_hook(favour_never_generated)
     tempted = Translator(model, translator.tokenizer, torch.device("cpu"), name="tempted")
     vocabulary = model.config.tgt_vocab_size
-    trace = tempted.trace(SENTENCE, beam_size=1, max_len=4, top_k=vocabulary)
+    trace = tempted.trace(SENTENCE, beam_size=1, max_new_tokens=4, top_k=vocabulary)
     assert set(trace.target_ids[1:]).isdisjoint(never)  # decoding itself never took them
     every = dict(zip(trace.topk_ids[0].tolist(), trace.topk_probs[0].tolist(), strict=True))
     assert [every[token] for token in never] == [0.0] * len(never)
     np.testing.assert_allclose(trace.topk_probs.sum(axis=1), 1.0, rtol=1e-5)
-    shown = tempted.trace(SENTENCE, beam_size=1, max_len=4)  # the default top-k a view shows
+    shown = tempted.trace(SENTENCE, beam_size=1, max_new_tokens=4)  # the default top-k a view shows
     assert set(shown.topk_ids.ravel().tolist()).isdisjoint(never)
 
 
@@ -167,26 +166,26 @@ def test_teacher_forcing_with_target_text_or_target_ids(toy):
     forced_ids = letters(toy, "c b a")
     by_text = toy.trace("a b c", target="c b a")
     assert by_text.target_ids == [BOS] + forced_ids + [EOS]
-    assert by_text.settings["mode"] == "forced"
-    assert by_text.settings["target"] == "c b a" and by_text.settings["target_ids"] == forced_ids + [EOS]
+    assert by_text.settings.mode == "forced"
+    assert by_text.settings.target == "c b a" and by_text.settings.target_ids == forced_ids + [EOS]
     with_eos = toy.trace("a b c", target_ids=forced_ids + [EOS])
-    assert with_eos.target_ids == by_text.target_ids and with_eos.settings["target"] is None
+    assert with_eos.target_ids == by_text.target_ids and with_eos.settings.target is None
     np.testing.assert_array_equal(with_eos.step_probs, by_text.step_probs)
     without_eos = toy.trace("a b c", target_ids=forced_ids)  # read exactly as given: no EOS added
-    assert without_eos.target_ids == [BOS] + forced_ids and without_eos.settings["target_ids"] == forced_ids
+    assert without_eos.target_ids == [BOS] + forced_ids and without_eos.settings.target_ids == forced_ids
     np.testing.assert_allclose(without_eos.step_probs, by_text.step_probs[:3], rtol=0, atol=1e-6)
-    room = toy.config.max_tokens
+    room = toy.config.max_sequence_tokens
     assert toy.trace("a", target_ids=[forced_ids[0]] * room).n_steps == room  # every position may be forced
 
 
 def test_long_target_and_prefix_texts_are_cut_to_the_models_positions(toy):
     a = letters(toy, "a")[0]
-    room = toy.config.max_tokens
+    room = toy.config.max_sequence_tokens
     long = " ".join("a" * 40)
     forced = toy.trace("a", target=long)
-    assert forced.target_ids == [BOS] + [a] * (room - 1) + [EOS]  # BOS, then max_len - 1 tokens with the EOS
+    assert forced.target_ids == [BOS] + [a] * (room - 1) + [EOS]  # BOS, then max_new_tokens - 1 tokens with the EOS
     prefixed = toy.trace("a", beam_size=1, prefix=long)
-    assert prefixed.settings["prefix"] == long and prefixed.settings["prefix_ids"] == [a] * (room - 1)
+    assert prefixed.settings.prefix == long and prefixed.settings.prefix_ids == [a] * (room - 1)
     assert prefixed.target_ids[:room] == [BOS] + [a] * (room - 1) and len(prefixed.target_ids) == room + 1
 
 
@@ -195,9 +194,9 @@ def test_a_prefix_given_as_text_or_as_ids_starts_the_output(toy):
     by_text = toy.trace("a b c", beam_size=1, prefix="x")
     by_ids = toy.trace("a b c", beam_size=1, prefix_ids=x)
     assert by_text.target_ids[1:2] == x and by_ids.target_ids == by_text.target_ids
-    assert by_text.settings["prefix"] == "x" and by_text.settings["prefix_ids"] == x
-    assert by_ids.settings["prefix"] is None and by_ids.settings["prefix_ids"] == x
-    assert by_ids.settings["mode"] == "greedy" and by_ids.settings["target_ids"] is None
+    assert by_text.settings.prefix == "x" and by_text.settings.prefix_ids == x
+    assert by_ids.settings.prefix is None and by_ids.settings.prefix_ids == x
+    assert by_ids.settings.mode == "greedy" and by_ids.settings.target_ids is None
 
 
 @pytest.mark.parametrize(
@@ -245,7 +244,7 @@ def test_target_text_and_pieces_use_the_target_vocabulary(split):
     assert forced.topk_pieces == [tokenizer.pieces(row, "target") for row in forced.topk_ids.tolist()]
     assert forced.topk_pieces != [tokenizer.pieces(row, "source") for row in forced.topk_ids.tolist()]
     d = tokenizer.encode("d", "target")
-    tree = split.beam_tree("a b c", beam_size=2, max_len=3, prefix_ids=d)
+    tree = split.beam_tree("a b c", beam_size=2, max_new_tokens=3, prefix_ids=d)
     assert tree.prefix_pieces == ["▁d"] and tree.source_pieces == forced.source_pieces
     assert [node.piece for node in tree.nodes] == tokenizer.pieces([node.token for node in tree.nodes], "target")
     assert [node.piece for node in tree.nodes] != tokenizer.pieces([node.token for node in tree.nodes], "source")
@@ -290,7 +289,7 @@ def test_translate_trace_and_beam_tree_run_on_the_translators_device(toy, monkey
     monkeypatch.setattr(translator, "_beam_tree_on", on_the_cpu(translator._beam_tree_on))
     assert translator.translate("a b c", beam_size=2) == "c b a"
     assert translator.trace("a b c", beam_size=1).translation == "c b a"
-    assert translator.beam_tree("a b c", beam_size=2, max_len=4).source_text == "a b c"
+    assert translator.beam_tree("a b c", beam_size=2, max_new_tokens=4).source_text == "a b c"
     assert devices == [torch.device("cuda")] * 3
 
 
@@ -343,29 +342,26 @@ def test_trace_and_fork_show_the_out_of_memory_notice(toy, monkeypatch):
     monkeypatch.setattr(Translator, "_trace_on", flaky)
     translator = pretend_gpu(toy)
     original = translator.trace("a b c d e", beam_size=1)
-    assert original.translation == "e d c b a" and original.settings["notice"] == OOM_NOTICE
+    assert original.translation == "e d c b a" and original.outcome.notice == OOM_NOTICE
     forked = translator.fork(original, 1, "x")
-    assert forked.target_ids[:3] == [BOS] + letters(toy, "e x") and forked.settings["notice"] == OOM_NOTICE
-    assert "notice" not in toy.fork(toy.trace("a b c d e", beam_size=1), 1, "x").settings
+    assert forked.target_ids[:3] == [BOS] + letters(toy, "e x") and forked.outcome.notice == OOM_NOTICE
+    assert toy.fork(toy.trace("a b c d e", beam_size=1), 1, "x").outcome.notice is None
 
 
 # --- fork ---
 
 
 def test_fork_at_a_step_with_a_token_id_or_a_typed_word(toy):
-    original = toy.trace("a b c d e", beam_size=1)  # no max_len: the fork keeps the default limit
+    original = toy.trace("a b c d e", beam_size=1)  # no max_new_tokens: the fork keeps the default limit
     e, x = letters(toy, "e x")
     by_id = toy.fork(original, 1, x)
     by_word = toy.fork(original, 1, "x")
     assert by_id.target_ids[:3] == [BOS, e, x] and by_word.target_ids == by_id.target_ids
-    assert by_id.settings["fork"] == {
-        "step": 1,
-        "token_ids": [x],
-        "pieces": ["▁x"],
-        "notice": None,
-        "original_target_ids": original.target_ids,
-    }
-    requested = {key: by_id.settings[key] for key in ("mode", "beam_size", "top_k", "target", "prefix", "target_ids")}
+    assert by_id.outcome.fork == Fork(
+        step=1, token_ids=[x], pieces=["▁x"], notice=None, original_target_ids=original.target_ids
+    )
+    asked = by_id.settings.to_dict()
+    requested = {key: asked[key] for key in ("mode", "beam_size", "top_k", "target", "prefix", "target_ids")}
     assert requested == {
         "mode": "greedy",
         "beam_size": 1,
@@ -374,7 +370,7 @@ def test_fork_at_a_step_with_a_token_id_or_a_typed_word(toy):
         "prefix": None,
         "target_ids": None,
     }
-    assert by_id.settings["prefix_ids"] == [e, x]
+    assert by_id.settings.prefix_ids == [e, x]
     for step, token, message in [
         (6, x, "step must be an integer in 0..5, not 6"),
         (0, 30, "token id 30 is outside the target vocabulary (0..29)"),
@@ -388,16 +384,16 @@ def test_fork_at_a_step_with_a_token_id_or_a_typed_word(toy):
 def test_fork_decodes_with_the_originals_beam_size_and_top_k(toy):
     original = toy.trace("a b c d e", beam_size=3, top_k=3)
     forked = toy.fork(original, 2, "x")
-    assert (forked.settings["mode"], forked.settings["beam_size"], forked.settings["top_k"]) == ("beam", 3, 3)
+    assert (forked.settings.mode, forked.settings.beam_size, forked.settings.top_k) == ("beam", 3, 3)
     assert forked.topk_ids.shape == (forked.n_steps, 3)
     assert toy.fork(original, 2, "x", top_k=7).topk_ids.shape == (forked.n_steps, 7)
 
 
 def test_fork_of_a_trace_without_beam_size_or_top_k_decodes_greedily_with_the_default_top_k(toy):
-    older = copy.deepcopy(toy.trace("a b c d e", beam_size=3, top_k=3))
-    del older.settings["beam_size"], older.settings["top_k"]
-    forked = toy.fork(older, 2, "x")
-    assert (forked.settings["mode"], forked.settings["beam_size"], forked.settings["top_k"]) == (
+    saved = toy.trace("a b c d e", beam_size=3, top_k=3).to_dict()
+    del saved["settings"]["beam_size"], saved["settings"]["top_k"]  # a trace saved before they were recorded
+    forked = toy.fork(Trace.from_dict(saved), 2, "x")
+    assert (forked.settings.mode, forked.settings.beam_size, forked.settings.top_k) == (
         "greedy",
         1,
         DEFAULT_TOP_K,
@@ -410,7 +406,9 @@ def test_fork_stays_within_the_originals_output_limit(translator):
     assert original.n_steps == default_limit(original.source_ids)
     forked = translator.fork(original, 3, 10 if original.target_ids[4] != 10 else 11)
     assert forked.n_steps == original.n_steps
-    prefixed = translator.trace(SENTENCE, beam_size=1, max_len=6, prefix_ids=[12, 13])  # 6 tokens after the prefix
+    prefixed = translator.trace(
+        SENTENCE, beam_size=1, max_new_tokens=6, prefix_ids=[12, 13]
+    )  # 6 tokens after the prefix
     assert prefixed.n_steps == 8
     assert translator.fork(prefixed, 4, 10 if prefixed.target_ids[5] != 10 else 11).n_steps == 8
 
@@ -419,14 +417,14 @@ def test_fork_stays_within_the_originals_output_limit(translator):
 
 
 def test_beam_tree_is_the_search_asked_for(toy, translator):
-    tree = translator.beam_tree(SENTENCE, beam_size=2)  # no max_len: the default limit
-    assert tree.max_len == default_limit(tree.source_ids) and tree.alpha == DEFAULT_ALPHA
+    tree = translator.beam_tree(SENTENCE, beam_size=2)  # no max_new_tokens: the default limit
+    assert tree.max_new_tokens == default_limit(tree.source_ids) and tree.scoring.alpha == DEFAULT_ALPHA
     assert tree.prefix_pieces == []
-    short = toy.beam_tree("a b c", beam_size=2, max_len=1, alpha=0.0)
-    assert (short.beam_size, short.max_len, short.alpha) == (2, 1, 0.0)
+    short = toy.beam_tree("a b c", beam_size=2, max_new_tokens=1, scoring=Scoring(alpha=0.0))
+    assert (short.beam_size, short.max_new_tokens, short.scoring.alpha) == (2, 1, 0.0)
     assert [short.sequence(h.id) for h in short.results()][0] == letters(toy, "c")
     x = letters(toy, "x")
-    assert toy.beam_tree("a b c", beam_size=2, max_len=2, prefix_ids=x).prefix_pieces == ["▁x"]
+    assert toy.beam_tree("a b c", beam_size=2, max_new_tokens=2, prefix_ids=x).prefix_pieces == ["▁x"]
 
 
 @pytest.mark.parametrize(
@@ -445,14 +443,14 @@ def test_beam_tree_refuses_prefixes_with_nothing_to_search(toy, prefix_ids, mess
 
 
 def test_beam_node_trace_forces_that_nodes_hypothesis(toy):
-    tree = toy.beam_tree("a b c", beam_size=2, max_len=4)
+    tree = toy.beam_tree("a b c", beam_size=2, max_new_tokens=4)
     first = toy.beam_node_trace(tree, 1, top_k=3)
     assert first.target_ids == [BOS] + tree.sequence(1) and first.n_steps == 1
     settings = first.settings
-    assert (settings["mode"], settings["beam_size"], settings["top_k"], settings["beam_node"]) == ("forced", 2, 3, 1)
+    assert (settings.mode, settings.beam_size, settings.top_k, first.outcome.beam_node) == ("forced", 2, 3, 1)
     assert first.topk_ids.shape == (1, 3)
     last = len(tree.nodes) - 1
-    assert toy.beam_node_trace(tree, last).settings["beam_node"] == last
+    assert toy.beam_node_trace(tree, last).outcome.beam_node == last
     for node_id in (0, last + 1):
         with pytest.raises(ValueError) as error:
             toy.beam_node_trace(tree, node_id)

@@ -16,7 +16,7 @@ from tests.helpers import SHORT_MAX_LEN as MAX_LEN
 
 @pytest.fixture(scope="module", params=[1, 3], ids=["greedy", "beam"])
 def original(request, translator) -> Trace:
-    return translator.trace(SENTENCE, beam_size=request.param, max_len=MAX_LEN, top_k=5)
+    return translator.trace(SENTENCE, beam_size=request.param, max_new_tokens=MAX_LEN, top_k=5)
 
 
 def alternative(trace: Trace, step: int, config) -> int:
@@ -28,12 +28,12 @@ def alternative(trace: Trace, step: int, config) -> int:
 def continuation(translator, trace: Trace, prefix: list[int]) -> list[int]:
     """What the original's decoding (greedy or beam, same total length limit) makes of ``prefix``, run directly."""
     src = torch.tensor([trace.source_ids])
-    beam_size, room = trace.settings["beam_size"], MAX_LEN - len(prefix)
+    beam_size, room = trace.settings.beam_size, MAX_LEN - len(prefix)
     if room <= 0:
         return prefix
     if beam_size <= 1:
-        return greedy_decode(translator.model, src, max_len=room, prefix=prefix)[0]
-    return beam_search(translator.model, src, beam_size, max_len=room, prefix=prefix)[0][0].tokens
+        return greedy_decode(translator.model, src, max_new_tokens=room, prefix=prefix)[0]
+    return beam_search(translator.model, src, beam_size, max_new_tokens=room, prefix=prefix)[0][0].tokens
 
 
 def assert_same_before(original: Trace, forked: Trace, step: int) -> None:
@@ -60,17 +60,18 @@ def test_fork_keeps_earlier_steps_and_continues_from_the_chosen_token(translator
         assert_same_before(original, forked, step)
         assert forked.target_ids[step + 1] == token
         assert forked.target_ids[1:] == continuation(translator, original, original.target_ids[1 : step + 1] + [token])
-        assert forked.settings["mode"] == original.settings["mode"]
-        assert forked.settings["fork"]["step"] == step and forked.settings["fork"]["token_ids"] == [token]
-        assert forked.settings["fork"]["original_target_ids"] == original.target_ids
-        assert Trace.from_json(forked.to_json()).settings == forked.settings
+        assert forked.settings.mode == original.settings.mode
+        assert forked.outcome.fork.step == step and forked.outcome.fork.token_ids == [token]
+        assert forked.outcome.fork.original_target_ids == original.target_ids
+        restored = Trace.from_json(forked.to_json())
+        assert (restored.settings, restored.outcome) == (forked.settings, forked.outcome)
         if step + 1 < forked.n_steps:  # a fork of the fork stays within the original's length limit
             refork = translator.fork(forked, step + 1, alternative(forked, step + 1, translator.config))
             assert refork.target_ids[: step + 2] == forked.target_ids[: step + 2] and refork.n_steps <= MAX_LEN
 
 
 def test_greedy_fork_with_the_original_token_is_the_original(translator):
-    original = translator.trace(SENTENCE, beam_size=1, max_len=MAX_LEN)
+    original = translator.trace(SENTENCE, beam_size=1, max_new_tokens=MAX_LEN)
     forked = translator.fork(original, 3, original.target_ids[4])
     assert forked.target_ids == original.target_ids
     for name, weights in original.attention.items():
@@ -84,12 +85,12 @@ def test_a_typed_word_forces_all_of_its_pieces(translator, original):
         forked = translator.fork(original, step, word)
         assert_same_before(original, forked, step)
         assert forked.target_ids[step + 1 : step + 1 + len(ids)] == ids
-        fork = forked.settings["fork"]
-        assert fork["token_ids"] == ids and fork["pieces"] == translator.tokenizer.pieces(ids, "target")
+        fork = forked.outcome.fork
+        assert fork.token_ids == ids and fork.pieces == translator.tokenizer.pieces(ids, "target")
         if len(ids) > 1:
-            assert f"{len(ids)} pieces" in fork["notice"]
+            assert f"{len(ids)} pieces" in fork.notice
         else:
-            assert fork["notice"] is None
+            assert fork.notice is None
     assert len(translator.tokenizer.encode("parks", "target")) > 1  # the toy tokenizer splits it
 
 
@@ -102,9 +103,9 @@ def test_choosing_eos_ends_the_translation_there(translator, original):
 
 
 def test_a_fork_of_a_teacher_forced_trace_continues_by_decoding(translator):
-    forced = translator.trace(SENTENCE, beam_size=1, max_len=MAX_LEN, target="the dog plays in the snow.")
+    forced = translator.trace(SENTENCE, beam_size=1, max_new_tokens=MAX_LEN, target="the dog plays in the snow.")
     forked = translator.fork(forced, 2, alternative(forced, 2, translator.config))
-    assert forked.settings["mode"] == "greedy"
+    assert forked.settings.mode == "greedy"
     assert_same_before(forced, forked, 2)
 
 
@@ -125,7 +126,7 @@ def test_a_fork_of_a_teacher_forced_trace_continues_by_decoding(translator):
     ],
 )
 def test_bad_steps_and_tokens_are_refused_clearly(translator, step, token, message):
-    original = translator.trace(SENTENCE, beam_size=1, max_len=MAX_LEN)
+    original = translator.trace(SENTENCE, beam_size=1, max_new_tokens=MAX_LEN)
     with pytest.raises(ValueError, match=message):
         translator.fork(original, step, token)
     with pytest.raises(ValueError, match="step must be"):

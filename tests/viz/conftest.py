@@ -10,4 +10,4 @@ from tests.helpers import SENTENCE
 
 @pytest.fixture(scope="module")
 def trace(tiny_checkpoint):
-    return load_checkpoint(tiny_checkpoint, device="cpu").trace(SENTENCE, beam_size=1, max_len=8)
+    return load_checkpoint(tiny_checkpoint, device="cpu").trace(SENTENCE, beam_size=1, max_new_tokens=8)

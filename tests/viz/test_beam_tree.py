@@ -8,7 +8,7 @@ from viz.beam import beam_tree_figure
 
 
 def test_tree_figure_draws_every_node_with_escaped_labels(translator):
-    tree = translator.beam_tree(SENTENCE, beam_size=3, max_len=6)
+    tree = translator.beam_tree(SENTENCE, beam_size=3, max_new_tokens=6)
     figure = beam_tree_figure(tree, title="<b>tree</b>")
     markers = [t for t in figure.data if t.mode == "markers+text" and t.hovertemplate]
     assert sum(len(t.x) for t in markers) == len(tree.nodes)

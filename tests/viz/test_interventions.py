@@ -30,7 +30,9 @@ EVIL = ["\u2581<b>bold</b>", "<script>x</script>", "&amp;", "</s>"]
 
 @pytest.fixture(scope="module")
 def comparison(translator):
-    return compare_ablation(translator, SENTENCE, [HeadRef("cross", 1, 0), HeadRef("cross", 1, 1)], max_len=MAX_LEN)
+    return compare_ablation(
+        translator, SENTENCE, [HeadRef("cross", 1, 0), HeadRef("cross", 1, 1)], max_new_tokens=MAX_LEN
+    )
 
 
 def test_translation_diff_figure_highlights_exactly_the_changed_tokens():
@@ -71,7 +73,7 @@ def test_ablation_figures_show_the_comparison_with_escaped_labels(comparison):
 
 
 def test_importance_heatmap_and_ranking_table(translator):
-    importance = head_importance(translator, SENTENCE, beam_size=1, max_len=MAX_LEN)
+    importance = head_importance(translator, SENTENCE, beam_size=1, max_new_tokens=MAX_LEN)
     figure = importance_heatmap(importance, title="<b>heads</b>")
     assert [np.asarray(trace.z).tolist() for trace in figure.data] == [
         importance.drops[kind].tolist() for kind in ("encoder", "decoder", "cross")
@@ -119,7 +121,7 @@ def test_importance_heatmap_names_the_layers_on_the_first_panel_only():
 
 
 def test_word_order_figures(translator):
-    experiment = compare_word_order(translator, SENTENCE, "shuffle", seed=1, beam_size=1, max_len=MAX_LEN)
+    experiment = compare_word_order(translator, SENTENCE, "shuffle", seed=1, beam_size=1, max_new_tokens=MAX_LEN)
     tokens = word_order_tokens_figure(experiment)
     assert "source words shuffled" in tokens.layout.title.text
     figure = word_order_attention_figure(experiment, "encoder.layers.1.self_attn", 2)

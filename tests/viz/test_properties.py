@@ -58,7 +58,7 @@ def figure_strings(figure) -> list[str]:
 @pytest.mark.slow  # 1,000 generated inputs, each traced and drawn
 @given(text=TEXTS, merge_words=st.booleans(), show_special=st.booleans())
 def test_text_to_trace_to_figures(translator, text, merge_words, show_special):
-    trace = translator.trace(text, beam_size=1, max_len=4, top_k=3)
+    trace = translator.trace(text, beam_size=1, max_new_tokens=4, top_k=3)
     config = translator.config
     assert len(trace.source_pieces) == len(trace.source_ids) <= config.max_len
     assert trace.source_ids[-1] == config.eos_id and trace.target_ids[0] == config.bos_id

@@ -3,6 +3,8 @@ tested in tests/model/test_whatif.py."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from tests.helpers import SENTENCE
@@ -11,9 +13,9 @@ from viz.whatif import fork_attention_figures, fork_tokens_figure
 
 
 def test_fork_figures_show_both_translations_and_mark_the_fork(translator):
-    original = translator.trace(SENTENCE, beam_size=1, max_len=MAX_LEN)
+    original = translator.trace(SENTENCE, beam_size=1, max_new_tokens=MAX_LEN)
     forked = translator.fork(original, 2, "parks")
-    forced = len(forked.settings["fork"]["token_ids"])
+    forced = len(forked.outcome.fork.token_ids)
     tokens = fork_tokens_figure(original, forked, title="<b>what if</b>")
     heatmap = tokens.data[0]
     z = np.asarray(heatmap.z, dtype=float)
@@ -38,10 +40,10 @@ def test_fork_figures_show_both_translations_and_mark_the_fork(translator):
 
 
 def test_fork_figures_escape_user_text(translator):
-    original = translator.trace(SENTENCE, beam_size=1, max_len=MAX_LEN)
+    original = translator.trace(SENTENCE, beam_size=1, max_new_tokens=MAX_LEN)
     forked = translator.fork(original, 1, 7)
     hostile = "\u2581<script>alert(1)</script>"
-    forked.settings["fork"]["pieces"] = [hostile]
+    forked.outcome.fork = replace(forked.outcome.fork, pieces=[hostile])
     forked.target_pieces = forked.target_pieces[:2] + [hostile] + forked.target_pieces[3:]
     _, right = fork_attention_figures(original, forked, "decoder.layers.0.cross_attn", 0)
     tokens = fork_tokens_figure(original, forked)

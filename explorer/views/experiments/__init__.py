@@ -34,6 +34,6 @@ def render(ctx: PageContext) -> None:
     choice = st.segmented_control("Experiment", keys, format_func=EXPERIMENTS.label, required=True, key="experiment")
     if not presenting():
         st.caption(EXPLANATIONS["experiments"])
-    if ctx.trace.settings["mode"] == "forced" and choice in OWN_TRANSLATION_EXPERIMENTS:
+    if ctx.trace.settings.mode == "forced" and choice in OWN_TRANSLATION_EXPERIMENTS:
         st.caption("This experiment uses the model's own translation, not the target typed for teacher forcing.")
     EXPERIMENTS.render(choice, ctx)

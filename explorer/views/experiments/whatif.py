@@ -51,7 +51,7 @@ def render(ctx: PageContext) -> None:
     except ValueError as error:
         st.error(escape_markdown(str(error)))
         return
-    notice = viz.fork_info(forked)["notice"]
+    notice = viz.fork_info(forked).notice
     if notice:
         st.info(escape_markdown(notice))
     show_translations([("Original", trace.translation), ("What if", forked.translation)], "What if…?", handout)
