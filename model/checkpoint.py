@@ -172,8 +172,9 @@ def build_model(folder: Path) -> tuple[Transformer, Tokenizer]:
         special = tokenizer.special_ids(side)
         names = ("pad_id", "bos_id", "eos_id", "unk_id") if tokenizer.marian else ("pad_id", "bos_id", "eos_id")
         for name, value in ((name, special[name]) for name in names):
-            # sources are padded with source_pad_id (pad_id, unless the source vocabulary has a pad of its own)
-            field = "source_pad_id" if (side, name) == ("source", "pad_id") else name
+            # sources are padded with source_pad_id: pad_id, unless the source vocabulary has a pad of its own
+            own_pad = (side, name) == ("source", "pad_id") and config.source_pad_id != config.pad_id
+            field = "source_pad_id" if own_pad else name
             if getattr(config, field) != value:
                 raise CheckpointError(
                     f"{folder / 'config.json'}: {field}={getattr(config, field)} but the {side} tokenizer uses {value}"

@@ -82,7 +82,7 @@ def test_every_step_is_reported_and_measured_on_schedule(tiny_run):
     measured = reports[9]
     source, target = run.example
     assert measured.attention.source_text == source and measured.attention.translation == target
-    assert measured.attention.settings["mode"] == "forced"
+    assert measured.attention.settings.mode == "forced"
     assert (
         set(measured.alignment) == {"decoder.layers.0.cross_attn"}
         and len(measured.alignment[next(iter(measured.alignment))]) == 2
