@@ -129,7 +129,7 @@ def compare_training(device: Translator, cpu: Translator, sentences: list[str], 
 
 
 def examples_of(card: Card, count: int) -> list[str]:
-    from explorer.copy import card_examples  # the same sentences the page offers
+    from explorer.wording import card_examples  # the same sentences the page offers
 
     return card_examples(card)[:count]
 

@@ -1,6 +1,6 @@
 """The "How to read this" texts: what each view, display and experiment shows (``EXPLANATIONS``, by topic), the
 caveat every attention view carries, and how the page writes tokens. The page's other texts are in
-explorer/copy.py."""
+explorer/wording.py."""
 
 from __future__ import annotations
 

@@ -9,7 +9,7 @@ import viz
 from explorer.components import assistive, reconnect, svg_download
 from explorer.compute import ModelKey, TraceKey, compute_trace, readable_head, source_words
 from explorer.context import Handout, PageContext
-from explorer.copy import (
+from explorer.wording import (
     LANGUAGE_NAMES,
     NO_TARGET_LANGUAGE,
     card_examples,

@@ -20,9 +20,9 @@ from explorer.compute import (
     open_models,
 )
 from explorer.context import TokenStyle
-from explorer.copy import DEVICE_NAMES, LANGUAGE_NAMES, describe_card, escape_markdown
 from explorer.explanations import EXPLANATIONS
 from explorer.state import BEAM_SIZES, DEVICES, SEARCHES, TOKEN_STYLE_TOGGLES, bind, presenting
+from explorer.wording import DEVICE_NAMES, LANGUAGE_NAMES, describe_card, escape_markdown
 from model.checkpoint import CheckpointEntry, read_card
 from model.generation_defaults import AuthorsDecoding
 from model.scoring import Scoring

@@ -9,7 +9,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 import viz
-from explorer.copy import escape_markdown
+from explorer.wording import escape_markdown
 from explorer.explanations import CAVEAT, EXPLANATIONS
 from explorer.state import bind, presenting
 from model.heads import ATTENTION_KINDS, KIND_TITLES

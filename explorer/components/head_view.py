@@ -16,8 +16,8 @@ import numpy as np
 import streamlit as st
 
 import viz
-from explorer.copy import HEAD_VIEW_HINT
 from explorer.state import ALL_QUERIES, bind, presenting
+from explorer.wording import HEAD_VIEW_HINT
 from viz.presenter import PRESENTER_SCALE
 
 HERE = Path(__file__).parent

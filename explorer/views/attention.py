@@ -9,7 +9,7 @@ import viz
 from explorer.admission import in_turn
 from explorer.components import head_view as head_view_component
 from explorer.context import PageContext
-from explorer.copy import DISPLAY_NAMES
+from explorer.wording import DISPLAY_NAMES
 from explorer.state import ALL_QUERIES, DISPLAYS, bind, presenting, write_url_after_fragment
 from explorer.widgets import figure_as_text, how_to_read, layer_and_head_pickers, show_figure
 from model.analysis.attribution import attention_rollout

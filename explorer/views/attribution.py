@@ -8,9 +8,9 @@ import streamlit as st
 import viz
 from explorer.compute import compute_attribution
 from explorer.context import PageContext
-from explorer.copy import ATTRIBUTION_NAMES, alti_fallback_notice
 from explorer.state import bind, presenting
 from explorer.widgets import how_to_read, show_figure
+from explorer.wording import ATTRIBUTION_NAMES, alti_fallback_notice
 from model.analysis.attribution import ATTRIBUTION_METHODS, attributions_json, attributions_npz
 from viz.tokens import display_text
 

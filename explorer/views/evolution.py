@@ -10,8 +10,8 @@ import streamlit as st
 import viz
 from explorer.compute import ModelKey, TraceKey, compute_trace
 from explorer.context import PageContext
-from explorer.copy import STAGE_NAMES, escape_markdown, no_snapshots, stage_label
 from explorer.widgets import attention_kind_picker, how_to_read, layer_and_head_pickers, show_figure
+from explorer.wording import STAGE_NAMES, escape_markdown, no_snapshots, stage_label
 from model.checkpoint import CheckpointError, find_snapshots, read_card
 from model.heads import head_title
 from model.trace import Trace

@@ -8,7 +8,7 @@ import viz
 from explorer.admission import in_turn
 from explorer.components import assistive
 from explorer.context import PageContext
-from explorer.copy import escape_markdown, pieces_markdown
+from explorer.wording import escape_markdown, pieces_markdown
 from explorer.state import AVERAGE_HEADS, bind, presenting, write_url_after_fragment
 from explorer.views.steps import move_step
 from explorer.widgets import how_to_read, show_figure

@@ -7,7 +7,7 @@ import streamlit as st
 import viz
 from explorer.admission import in_turn
 from explorer.context import PageContext
-from explorer.copy import pieces_markdown
+from explorer.wording import pieces_markdown
 from explorer.state import bind, presenting, write_url_after_fragment
 from explorer.widgets import how_to_read, show_figure
 from viz.style import ROW_HEIGHT

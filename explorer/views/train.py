@@ -20,7 +20,7 @@ from streamlit.runtime.scriptrunner import get_script_run_ctx
 import viz
 from explorer.compute import checkpoints_dir, trained_folder, training_pool
 from explorer.context import PageContext
-from explorer.copy import EXERCISE_RESULT, TRAIN_STATES, escape_markdown
+from explorer.wording import EXERCISE_RESULT, TRAIN_STATES, escape_markdown
 from explorer.explanations import EXPLANATIONS
 from explorer.state import (
     TRAIN_D_MODELS,

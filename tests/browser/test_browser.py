@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import viz
-from explorer.copy import card_examples
+from explorer.wording import card_examples
 from model import load_checkpoint
 from model.analysis.head_stats import batch_head_statistics, readable_cross_head
 from model.heads import KIND_TITLES, head_title

@@ -13,7 +13,7 @@ import torch
 from streamlit.testing.v1 import AppTest
 
 import viz
-from explorer.copy import ATTRIBUTION_NAMES, card_examples
+from explorer.wording import ATTRIBUTION_NAMES, card_examples
 from explorer.state import ALL_QUERIES
 from model import load_checkpoint
 from model.analysis.attribution import attribute

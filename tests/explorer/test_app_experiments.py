@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from explorer.copy import (
+from explorer.wording import (
     EXAMPLE_PAIRS,
     LANGUAGE_NAMES,
     card_examples,

@@ -20,7 +20,7 @@ import torch
 from streamlit.testing.v1 import AppTest
 
 from explorer import compute
-from explorer.copy import escape_markdown
+from explorer.wording import escape_markdown
 from model import Transformer, load_checkpoint
 from model.analysis.attribution import ATTRIBUTION_METHODS, attributions_from_npz
 from model.checkpoint import save_checkpoint, scan_checkpoints
@@ -42,7 +42,7 @@ from tests.helpers import (
 MAX_OUTPUT = 4  # the sidebar's "Max output tokens": keeps each run short
 TRUNCATION_NOTICE = re.compile(r"The sentence has (\d+) pieces; only the first (\d+) fit the model and were used\.")
 ASK_FOR_SENTENCE = "Type a sentence in the box above"
-CODE_SPAN = re.compile(r"``.*?``")  # explorer.copy.pieces_markdown: pieces shown literally in code spans
+CODE_SPAN = re.compile(r"``.*?``")  # explorer.wording.pieces_markdown: pieces shown literally in code spans
 STYLE_BLOCK = re.compile(r"<style>.*?</style>", re.DOTALL)
 OWN_TABLE_MARKUP = re.compile(r"</?(?:div|table|caption|thead|tbody|tr|th|td)\b[^<>]*>")  # viz.table_html's tags
 USER_TAGS = re.compile(r"(?<!\\)<(?:script|img|b>)", re.IGNORECASE)

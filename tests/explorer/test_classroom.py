@@ -20,7 +20,7 @@ from streamlit.testing.v1 import AppTest, local_script_runner
 
 import viz
 from explorer.components.assistive import plain
-from explorer.copy import card_examples, escape_markdown, no_snapshots
+from explorer.wording import card_examples, escape_markdown, no_snapshots
 from explorer.sidebar import PRESENTER_CSS
 from explorer.state import AVERAGE_HEADS, SETTINGS_BY_KEY, url_text
 from model import load_checkpoint

@@ -1,8 +1,8 @@
-"""The words on the page (explorer.copy): card summaries, example sentences, and text shown literally."""
+"""The words on the page (explorer.wording): card summaries, example sentences, and text shown literally."""
 
 from __future__ import annotations
 
-from explorer.copy import bleu_scores, describe_card, escape_markdown, example_sentences, rare_words_line
+from explorer.wording import bleu_scores, describe_card, escape_markdown, example_sentences, rare_words_line
 from model.card import Card
 
 

@@ -7,10 +7,10 @@ import streamlit as st
 import viz
 from explorer.compute import compute_ablation, compute_importance
 from explorer.context import PageContext
-from explorer.copy import ABLATION_NAMES
 from explorer.explanations import EXPLANATIONS
 from explorer.state import bind
 from explorer.widgets import how_to_read, show_figure, show_translations
+from explorer.wording import ABLATION_NAMES
 from model.analysis.ablation import ABLATION_MODES
 from model.heads import all_heads
 

@@ -7,9 +7,9 @@ import streamlit as st
 import viz
 from explorer.compute import compute_trace
 from explorer.context import PageContext
-from explorer.copy import example_pairs
 from explorer.state import bind, presenting
 from explorer.widgets import how_to_read, module_pickers, show_figure, show_translations
+from explorer.wording import example_pairs
 from model.analysis.pairs import attention_pair
 from model.heads import HeadRef
 

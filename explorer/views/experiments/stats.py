@@ -10,9 +10,9 @@ import viz
 from explorer.admission import shared_gate
 from explorer.compute import sentence_statistics, trace_statistics
 from explorer.context import PageContext
-from explorer.copy import STATS_SOURCE_NAMES, escape_markdown, file_cap_notice
 from explorer.state import STATS_SOURCES, bind, presenting
 from explorer.widgets import how_to_read, show_figure
+from explorer.wording import STATS_SOURCE_NAMES, escape_markdown, file_cap_notice
 from model.analysis.head_stats import STATISTICS, mean_head_statistics, sentences_from_text
 from viz.head_stats import STATISTIC_LABELS
 

@@ -7,9 +7,9 @@ import streamlit as st
 import viz
 from explorer.compute import compute_fork
 from explorer.context import PageContext
-from explorer.copy import escape_markdown
 from explorer.state import bind
 from explorer.widgets import how_to_read, module_pickers, show_figure, show_translations
+from explorer.wording import escape_markdown
 from model.heads import HeadRef, head_title
 from viz.tokens import display_text
 

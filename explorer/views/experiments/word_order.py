@@ -7,9 +7,9 @@ import streamlit as st
 import viz
 from explorer.compute import compute_word_order
 from explorer.context import PageContext
-from explorer.copy import WORD_ORDER_VARIANT_NAMES
 from explorer.state import bind
 from explorer.widgets import how_to_read, module_pickers, show_figure, show_translations
+from explorer.wording import WORD_ORDER_VARIANT_NAMES
 from model.analysis.word_order import WORD_ORDER_VARIANTS
 from model.heads import STACKS, HeadRef
 from viz.word_order import WORD_ORDER_LABELS
