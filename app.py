@@ -15,7 +15,7 @@ import os
 
 # Sessions run in parallel threads, so each request runs its tensor operations on one CPU thread:
 # several intra-op threads per request oversubscribe a classroom server's cores
-# (benchmarks/README.md). Set before torch is first imported; OMP_NUM_THREADS from the
+# (docs/performance.md). Set before torch is first imported; OMP_NUM_THREADS from the
 # environment wins. Calling torch.set_num_threads at run time instead would only change the
 # calling thread's OpenMP pool and make results differ in the last bits between threads.
 os.environ.setdefault("OMP_NUM_THREADS", "1")

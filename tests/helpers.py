@@ -96,17 +96,16 @@ MAN_BITES_DOG = [f"{_W}the", f"{_W}man", f"{_W}bit", "es", f"{_W}the", f"{_W}dog
 STATISTICS_SENTENCES = ["a man rides a blue bike.", "two dogs play in the snow.", "the girl sits."]
 INTERNALS_SENTENCE = "two young girls play with a ball in the park."  # long enough for keys after a mid step
 HELD_OUT_SEED = 20240  # a toy-task seed no training used (the shipped toy draws use seed 1)
-UNLIKE_CAPTIONS = "The stock market crashed yesterday."  # 2.00 pieces a word with the shipped En->De model
-CAT = "The cat sat on the mat."  # no signal fires (mean log-probability -0.31); "sat" occurs 3 times in training
-# name -> (source language, target language, lowercased BLEU floor on the first 20 test sentences, beam 5)
+UNLIKE_CAPTIONS = "The stock market crashed yesterday."  # unlike any image caption: its words split into many pieces
+CAT = "The cat sat on the mat."  # caption-like enough that no signal fires, with a word ("sat") training barely saw
+# name -> (source language, target language, lowercased BLEU floor on the first 20 test sentences, beam 5).
+# Each floor sits a few points below what the shipped model scores on those 20 sentences, so a broken or swapped
+# checkpoint fails and a sound one passes; a retrained model needs its floor set again. Twenty sentences say little
+# about the whole test set: a model better there can score lower on these.
 SHIPPED_MODELS = {
-    # measured 41.1 (beam 5) when shipped (the 4+4, d_model 128 model; 41.02 on the whole test set against the
-    # 3+3, d_model 256 model's 40.11, yet below that model's 43.3 on these 20)
     "multi30k-en-de": ("en", "de", 36.0),
-    # measured 47.6 (beam 5) when shipped (the mean of the 3+3, d_model 256 model and its BPE-dropout continuation;
-    # 43.5 on the whole test set against the 3+3 model's 42.8, but lower on these 20: 52.3)
     "multi30k-de-en": ("de", "en", 44.0),
-    "multi30k-en-fr": ("en", "fr", 54.0),  # measured 59.1 (beam 5) when shipped (the 3+3, d_model 256 model)
+    "multi30k-en-fr": ("en", "fr", 54.0),
 }
 
 
