@@ -120,9 +120,9 @@ def _pick(driver, label: str, option: str) -> None:
 
 
 def _other_heads(driver) -> list[int]:
-    """Two heads other than the one the first chart shows, to switch between."""
+    """Two heads other than the one the first chart shows, to switch between (as the page counts them, from 1)."""
     shown = _first_title(driver)
-    return [head for head in range(4) if not shown.endswith(f"head {head}")][:2]
+    return [head for head in range(1, 5) if not shown.endswith(f"head {head}")][:2]
 
 
 def _head_change(driver, heads: list[int], index: int) -> float:

@@ -9,6 +9,15 @@ import viz
 from explorer.components import assistive, reconnect, svg_download
 from explorer.compute import ModelKey, TraceKey, compute_trace, readable_head, source_words
 from explorer.context import Handout, PageContext
+from explorer.explanations import CAVEAT, EXPLANATIONS
+from explorer.sidebar import (
+    checkpoint_picker,
+    presenter_toggle,
+    settings_controls,
+    target_language_picker,
+)
+from explorer.state import bind, presenting
+from explorer.widgets import show_figure
 from explorer.wording import (
     LANGUAGE_NAMES,
     NO_TARGET_LANGUAGE,
@@ -19,15 +28,6 @@ from explorer.wording import (
     rare_words_line,
     unlike_training_notice,
 )
-from explorer.explanations import CAVEAT, EXPLANATIONS
-from explorer.sidebar import (
-    checkpoint_picker,
-    presenter_toggle,
-    settings_controls,
-    target_language_picker,
-)
-from explorer.state import bind, presenting
-from explorer.widgets import show_figure
 from model.analysis.domain import domain_signals, unlike_training
 from model.card import Card
 from model.checkpoint import CheckpointEntry
@@ -133,7 +133,7 @@ def open_page() -> PageContext | None:
     entry, model_key, translator = checkpoint_picker()
     language_code = target_language_picker(translator)
     fit_sentence(translator)
-    decoding, display = settings_controls(translator.config.max_len, translator.authors_decoding)
+    decoding, token_style = settings_controls(translator.config.max_len, translator.authors_decoding)
     with st.sidebar:
         svg_download.mount()  # draws nothing: it adds the SVG button to every chart's toolbar
     reconnect.mount()
@@ -153,7 +153,7 @@ def open_page() -> PageContext | None:
         )
     st.session_state.translation = trace.translation
     return PageContext(
-        entry, translator.config, trace, trace_key, display, first_head(entry, model_key), Handout(), controls
+        entry, translator.config, trace, trace_key, token_style, first_head(entry, model_key), Handout(), controls
     )
 
 

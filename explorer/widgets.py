@@ -9,10 +9,10 @@ import plotly.graph_objects as go
 import streamlit as st
 
 import viz
-from explorer.wording import escape_markdown
 from explorer.explanations import CAVEAT, EXPLANATIONS
 from explorer.state import bind, presenting
-from model.heads import ATTENTION_KINDS, KIND_TITLES
+from explorer.wording import escape_markdown
+from model.heads import ATTENTION_KINDS, KIND_TITLES, head_label, layer_label
 from model.trace import Trace
 from viz.export import HandoutSection
 from viz.tables import TABLE_CSS
@@ -79,8 +79,8 @@ def layer_and_head_pickers(stack_shape: tuple[int, ...], default: tuple[int, int
     bind("layer", default_layer, layers)
     bind("head", default_head, heads)
     picker_layer, picker_head = (st.container(), st.container()) if side else st.columns(2)
-    layer = picker_layer.selectbox("Layer", layers, format_func=lambda n: f"layer {n}", key="layer")
-    head = picker_head.selectbox("Head", heads, format_func=lambda n: f"head {n}", key="head")
+    layer = picker_layer.selectbox("Layer", layers, format_func=layer_label, key="layer")
+    head = picker_head.selectbox("Head", heads, format_func=head_label, key="head")
     return layer, head
 
 

@@ -29,14 +29,29 @@ _MODULE_NAME = re.compile(r"(encoder|decoder)\.layers\.(\d+)\.(self_attn|cross_a
 _KIND_OF_MODULE = {module: kind for kind, module in _MODULES.items()}
 
 
+def layer_label(layer: int) -> str:
+    """A layer as people count it, from 1: layer_label(0) -> "layer 1". Code, module names and links count from 0;
+    everything a person reads counts from 1, as the decoding steps do."""
+    return f"layer {layer + 1}"
+
+
+def head_label(head: int) -> str:
+    """A head as people count it, from 1: head_label(0) -> "head 1" (see layer_label)."""
+    return f"head {head + 1}"
+
+
+def short_head_label(layer: int, head: int) -> str:
+    """A head where space is short, counted from 1: short_head_label(0, 2) -> "L1 H3"."""
+    return f"L{layer + 1} H{head + 1}"
+
+
 def head_title(kind: str, layer: int, head: int | None = None) -> str:
-    """A head (or a layer's attention of one kind) in plain words, as a student reads it in a title:
-    head_title("cross", 2, 1) -> "Decoder layer 2 – cross-attention – head 1" (layers and heads from 0, as in the
-    pickers and links)."""
+    """A head (or a layer's attention of one kind) in plain words, as a student reads it in a title, counted from 1:
+    head_title("cross", 2, 1) -> "Decoder layer 3 – cross-attention – head 2"."""
     stack, _ = _MODULES[check_kind(kind)]
     what = "cross-attention" if kind == "cross" else "self-attention"
-    words = f"{stack.capitalize()} layer {layer} – {what}"
-    return words if head is None else f"{words} – head {head}"
+    words = f"{stack.capitalize()} {layer_label(layer)} – {what}"
+    return words if head is None else f"{words} – {head_label(head)}"
 
 
 def check_kind(kind: str) -> str:
@@ -111,8 +126,8 @@ class HeadRef:
 
     @property
     def label(self) -> str:
-        """Plain text for a picker or a table, e.g. "cross L1 H2"."""
-        return f"{KIND_LABELS[self.kind]} L{self.layer} H{self.head}"
+        """Plain text for a picker or a table, counted from 1: HeadRef("cross", 0, 1).label -> "cross L1 H2"."""
+        return f"{KIND_LABELS[self.kind]} {short_head_label(self.layer, self.head)}"
 
 
 def all_heads(config: TransformerConfig, kinds: Sequence[str] = ATTENTION_KINDS) -> list[HeadRef]:

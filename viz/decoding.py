@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 import plotly.graph_objects as go
 
+from model.heads import head_label
 from viz.margins import TICK_GAP_PX, label_reach
 from viz.style import ATTENTION_COLORSCALE, FONT_SIZE, ROW_HEIGHT, head_colour, shared_layout, white_figure
 from viz.tokens import TokenAttention, display_labels, plain_text, select_tokens
@@ -79,7 +80,7 @@ def _heads_and_mean(
     rows = np.asarray(rows)
     table = np.concatenate([rows, rows.mean(axis=0, keepdims=True)], axis=0)  # (heads + 1, keys)
     attention = select_tokens(table, None, key_pieces, merge_words=merge_words, show_special=show_special)
-    return attention, [f"head {head}" for head in range(rows.shape[0])] + ["mean"]
+    return attention, [head_label(head) for head in range(rows.shape[0])] + ["mean"]
 
 
 def step_attention(

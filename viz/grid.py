@@ -16,6 +16,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from model.heads import head_label, layer_label
 from viz.attention import HEATMAP_HOVER, weights_heatmap
 from viz.presenter import SUBPLOT_TITLE_SIZE
 from viz.style import ATTENTION_COLORSCALE, base_layout
@@ -66,9 +67,10 @@ def _thinned_axis(labels: Sequence[str], step: int) -> dict[str, Any]:
 
 def _head_titles(n_heads: int, room_px: float, font_scale: float) -> tuple[list[str], float]:
     """The grid's column titles and their font size: "head 3" as large as fits ``room_px`` (at most plotly's 16 px,
-    at least GRID_TICK_FONT), else the numbers alone. viz.enlarge grows panel titles by the square root of
-    ``font_scale``."""
-    for titles in ([f"head {head}" for head in range(n_heads)], [str(head) for head in range(n_heads)]):
+    at least GRID_TICK_FONT), else the numbers alone (heads counted from 1). viz.enlarge grows panel titles by the
+    square root of ``font_scale``."""
+    named, numbered = [head_label(head) for head in range(n_heads)], [str(head + 1) for head in range(n_heads)]
+    for titles in (named, numbered):
         size = min(SUBPLOT_TITLE_SIZE, room_px / (CHAR_EM * len(titles[-1])) / math.sqrt(font_scale))
         if size >= GRID_TICK_FONT:
             break
@@ -110,7 +112,7 @@ def attention_grid(
         cols=n_heads,
         shared_xaxes=True,
         shared_yaxes=True,
-        row_titles=[f"layer {layer}" for layer in layers],
+        row_titles=[layer_label(layer) for layer in layers],
         column_titles=head_titles,
         horizontal_spacing=0.015,
         vertical_spacing=0.02,
@@ -121,9 +123,9 @@ def attention_grid(
         weights_heatmap(
             attention.weights[row, head],
             False,
-            f"layer {layer}, head {head}<br>{HEATMAP_HOVER}",
+            f"{layer_label(layer)}, {head_label(head)}<br>{HEATMAP_HOVER}",
             coloraxis="coloraxis",
-            name=f"layer {layer}, head {head}",  # the panel's name in its table (viz.tables)
+            name=f"{layer_label(layer)}, {head_label(head)}",  # the panel's name in its table (viz.tables)
         )
         for row, layer, head in cells
     ]

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import plotly.graph_objects as go
 
+from model.heads import head_label
 from viz.style import ROW_HEIGHT, base_layout, head_colour
 from viz.tokens import MARKED_PIECES, display_text, select_tokens
 
@@ -59,7 +60,7 @@ def head_view(
                 hover_x.append(0.5)
                 hover_y.append((q + k) / 2)
                 hover_data.append([attention.query_labels[q], attention.key_labels[k], weight, q, k])
-        group = f"head {head}"
+        group = head_label(head)
         for level, (xs, ys) in sorted(segments.items()):
             figure.add_trace(
                 go.Scatter(
@@ -80,7 +81,7 @@ def head_view(
                 marker={"size": 4, "color": head_colour(head, 0.3)},  # faint: only there to carry the hover
                 customdata=hover_data,
                 hovertemplate=(
-                    f"head {head}<br>%{{customdata[0]}} (%{{customdata[3]}}) → %{{customdata[1]}} "
+                    f"{group}<br>%{{customdata[0]}} (%{{customdata[3]}}) → %{{customdata[1]}} "
                     "(%{customdata[4]})<br>weight %{customdata[2]:.4f}<extra></extra>"
                 ),
                 name=group,

@@ -111,5 +111,10 @@ def head_stats_frame(table: Sequence[dict[str, Any]], kinds: Sequence[str] | Non
         _check_kind(kind)
     columns = {"kind": "kind", "layer": "layer", "head": "head", **STATISTIC_LABELS}
     columns.update({"queries": "query rows", "sentences": "sentences"})
-    rows = [{label: row[key] for key, label in columns.items()} for row in table if row["kind"] in kinds]
+    # layers and heads counted from 1, as the page writes them (model.heads.layer_label)
+    rows = [
+        {label: row[key] + 1 if key in ("layer", "head") else row[key] for key, label in columns.items()}
+        for row in table
+        if row["kind"] in kinds
+    ]
     return pd.DataFrame(rows, columns=list(columns.values()))

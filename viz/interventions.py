@@ -165,9 +165,10 @@ def importance_heatmap(importance: HeadImportance, *, title: str = "") -> go.Fig
 
 
 def importance_frame(importance: HeadImportance) -> pd.DataFrame:
-    """The ranking as a DataFrame (st.dataframe): one row per head, most important first; plain text, exact values."""
+    """The ranking as a DataFrame (st.dataframe): one row per head, most important first; plain text, exact values;
+    layers and heads counted from 1, as the page writes them."""
     rows = [
-        {"rank": rank, "attention": KIND_LABELS[ref.kind], "layer": ref.layer, "head": ref.head, "drop": drop}
+        {"rank": rank, "attention": KIND_LABELS[ref.kind], "layer": ref.layer + 1, "head": ref.head + 1, "drop": drop}
         for rank, (ref, drop) in enumerate(importance.ranking(), start=1)
     ]
     return pd.DataFrame(rows, columns=["rank", "attention", "layer", "head", "drop"])

@@ -11,6 +11,8 @@ import plotly.colors
 import plotly.graph_objects as go
 import plotly.io
 
+from model.heads import head_label, layer_label
+
 HEAD_COLOURS = plotly.colors.qualitative.D3  # one colour per head, the same in every view
 FONT_SIZE = 12
 ROW_HEIGHT = 24  # pixels per token row, enough for a 12 px label
@@ -143,17 +145,18 @@ def base_layout(figure: go.Figure, title: str, height: int) -> go.Figure:
 
 
 def layer_head_axes(n_layers: int, n_heads: int) -> tuple[dict[str, Any], dict[str, Any]]:
-    """x (heads) and y (layers) axis settings of a layers × heads heatmap, layer 0 at the top as in the grid."""
+    """x (heads) and y (layers) axis settings of a layers × heads heatmap, the first layer at the top as in the grid;
+    the ticks count from 1 (model.heads.layer_label)."""
     x_axis = {
         "tickmode": "array",
         "tickvals": list(range(n_heads)),
-        "ticktext": [f"head {head}" for head in range(n_heads)],
+        "ticktext": [head_label(head) for head in range(n_heads)],
         "showgrid": False,
     }
     y_axis = {
         "tickmode": "array",
         "tickvals": list(range(n_layers)),
-        "ticktext": [f"layer {layer}" for layer in range(n_layers)],
+        "ticktext": [layer_label(layer) for layer in range(n_layers)],
         "autorange": "reversed",
         "showgrid": False,
     }
@@ -168,6 +171,7 @@ def add_layer_head_panel(
     ``value`` (a plotly hover template line, e.g. "entropy %{z:.4f}"); both are HTML: escape any text in them.
     ``show_layers`` writes the layer labels."""
     n_layers, n_heads = grid.shape
+    names = [[f"{layer_label(layer)}, {head_label(head)}" for head in range(n_heads)] for layer in range(n_layers)]
     figure.add_trace(
         go.Heatmap(
             z=grid,
@@ -175,7 +179,8 @@ def add_layer_head_panel(
             y=list(range(n_layers)),
             coloraxis="coloraxis",
             texttemplate="%{z:.2f}",
-            hovertemplate=f"{panel}, layer %{{y}}, head %{{x}}<br>{value}<extra></extra>",
+            customdata=names,
+            hovertemplate=f"{panel}, %{{customdata}}<br>{value}<extra></extra>",
         ),
         **place,
     )

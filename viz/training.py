@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import plotly.graph_objects as go
 
-from model.heads import head_title, parse_module_name
+from model.heads import head_title, parse_module_name, short_head_label
 from model.trace import Trace
 from viz.attention import head_heatmap
 from viz.grid import CHAR_EM, GRID_PLOT_WIDTH_PX, GRID_TICK_FONT, attention_grid
@@ -192,7 +192,7 @@ def alignment_heatmap(
 def _panel_label(layer: int, head: int, score: float, panel_px: float) -> str:
     """A panel's score label: "L1 H2 · 85%" if it fits a panel ``panel_px`` wide at the grid's tick font, else "85%"."""
     share = f"{score:.0%}"
-    label = f"L{layer} H{head} · {share}"
+    label = f"{short_head_label(layer, head)} · {share}"
     return label if len(label) * CHAR_EM * GRID_TICK_FONT <= panel_px else share
 
 

@@ -9,11 +9,11 @@ import viz
 from explorer.admission import in_turn
 from explorer.components import head_view as head_view_component
 from explorer.context import PageContext
-from explorer.wording import DISPLAY_NAMES
 from explorer.state import ALL_QUERIES, DISPLAYS, bind, presenting, write_url_after_fragment
 from explorer.widgets import figure_as_text, how_to_read, layer_and_head_pickers, show_figure
+from explorer.wording import DISPLAY_NAMES
 from model.analysis.attribution import attention_rollout
-from model.heads import KIND_TITLES, head_title
+from model.heads import KIND_TITLES, head_title, layer_label
 from viz.export import HandoutSection
 from viz.grid import grid_page_layers
 from viz.presenter import PRESENTER_SCALE
@@ -33,7 +33,7 @@ def render(ctx: PageContext, kind: str) -> None:
 def draw(ctx: PageContext, kind: str) -> None:
     """The figure, with what to show, the layer and head, and how to read it in a column beside it.
 
-    Cross-attention opens on the page's first head (PageContext.first_head), the others on layer 0, head 0.
+    Cross-attention opens on the page's first head (PageContext.first_head), the others on the first layer and head.
     """
     axes = viz.attention_axes(ctx.trace, kind)
     figure_area, controls = st.columns([3, 1])
@@ -63,7 +63,9 @@ def draw(ctx: PageContext, kind: str) -> None:
             if len(grid_layers) < len(axes.stack):
                 name = f"{name}-L{layers_key(grid_layers)}"
         else:
-            figure = aggregates_figure(axes, kind, layer, token_style.options(), f"{title}, layer {layer}: aggregates")
+            figure = aggregates_figure(
+                axes, kind, layer, token_style.options(), f"{title}, {layer_label(layer)}: aggregates"
+            )
             name = f"{name}-L{layer}"
         show_figure(figure, name, ctx.handout.view, explanation)
 
@@ -85,10 +87,10 @@ def layers_key(layers: range) -> str:
 
 
 def layers_text(layers: range, n_layers: int) -> str:
-    """A grid choice in words: "layer 4", "layers 3–5", "all layers (0–5)"."""
+    """A grid choice in words, counted from 1: "layer 4", "layers 3–5", "all layers (1–6)"."""
     if len(layers) == 1:
-        return f"layer {layers[0]}"
-    span = f"{layers[0]}–{layers[-1]}"
+        return layer_label(layers[0])
+    span = f"{layers[0] + 1}–{layers[-1] + 1}"
     return f"all layers ({span})" if len(layers) == n_layers else f"layers {span}"
 
 

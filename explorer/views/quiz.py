@@ -8,10 +8,11 @@ import viz
 from explorer.admission import in_turn
 from explorer.components import assistive
 from explorer.context import PageContext
-from explorer.wording import escape_markdown, pieces_markdown
 from explorer.state import AVERAGE_HEADS, bind, presenting, write_url_after_fragment
 from explorer.views.steps import move_step
 from explorer.widgets import how_to_read, show_figure
+from explorer.wording import escape_markdown, pieces_markdown
+from model.heads import head_label, layer_label
 from viz.quiz import Guess, StepTruth, score_step, step_truth, total_score
 from viz.tokens import display_text
 
@@ -44,11 +45,11 @@ def render(ctx: PageContext) -> None:
     bind("quiz_head", readable_head, head_choices)
     how_to_read("quiz")
     left, right = st.columns(2)
-    layer = left.selectbox("Decoder layer", layers, format_func=lambda n: f"layer {n}", key="quiz_layer")
+    layer = left.selectbox("Decoder layer", layers, format_func=layer_label, key="quiz_layer")
     chosen = right.selectbox(
         "Which attention counts",
         head_choices,
-        format_func=lambda h: "mean over the heads" if h == AVERAGE_HEADS else f"head {h}",
+        format_func=lambda h: "mean over the heads" if h == AVERAGE_HEADS else head_label(h),
         key="quiz_head",
     )
     head = None if chosen == AVERAGE_HEADS else chosen
@@ -91,9 +92,9 @@ def render(ctx: PageContext) -> None:
 def who_decides(layer: int, head: int | None, readable: tuple[int, int]) -> str:
     """Which attention decides "where it looks", in words."""
     if head is None:
-        return f"Where it looks is decided by the mean of decoder layer {layer}'s heads."
+        return f"Where it looks is decided by the mean of decoder {layer_label(layer)}'s heads."
     why = " (the page's readable head: it aligns the two sentences most clearly)" if (layer, head) == readable else ""
-    return f"Where it looks is decided by decoder layer {layer}, head {head}{why}."
+    return f"Where it looks is decided by decoder {layer_label(layer)}, {head_label(head)}{why}."
 
 
 def ask(truth: StepTruth, step: int) -> None:
@@ -132,7 +133,7 @@ def show_answer(ctx: PageContext, step: int, layer: int) -> None:
                 rows,
                 trace.source_pieces,
                 **{**ctx.token_style.options(), "merge_words": True},
-                title=f"Where it looked, layer {layer}",
+                title=f"Where it looked, {layer_label(layer)}",
             ),
             f"{file_stem}-quiz-step{step}-cross",
         )

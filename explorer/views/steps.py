@@ -7,9 +7,10 @@ import streamlit as st
 import viz
 from explorer.admission import in_turn
 from explorer.context import PageContext
-from explorer.wording import pieces_markdown
 from explorer.state import bind, presenting, write_url_after_fragment
 from explorer.widgets import how_to_read, show_figure
+from explorer.wording import pieces_markdown
+from model.heads import layer_label
 from viz.style import ROW_HEIGHT
 
 # Presenter mode's step cross-attention rows, in px before viz.enlarge (PRESENTER_SCALE): low enough that a
@@ -65,7 +66,7 @@ def render(ctx: PageContext) -> None:
     layer = layer_column.selectbox(
         "Decoder layer",
         layers,
-        format_func=lambda n: f"layer {n}",
+        format_func=layer_label,
         key="step_layer",
         label_visibility="collapsed" if presenting() else "visible",
     )
@@ -82,7 +83,7 @@ def render(ctx: PageContext) -> None:
         step,
         trace.source_pieces,
         **token_style.options(),
-        title=f"Step {step.step + 1}: next token and attention, decoder layer {layer}",
+        title=f"Step {step.step + 1}: next token and attention, decoder {layer_label(layer)}",
         panel_titles=STEP_PANELS,
         attention_first=presenting(),
         cross_row_height=PRESENTER_ROW_HEIGHT if presenting() else ROW_HEIGHT,

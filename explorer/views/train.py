@@ -20,7 +20,6 @@ from streamlit.runtime.scriptrunner import get_script_run_ctx
 import viz
 from explorer.compute import checkpoints_dir, trained_folder, training_pool
 from explorer.context import PageContext
-from explorer.wording import EXERCISE_RESULT, TRAIN_STATES, escape_markdown
 from explorer.explanations import EXPLANATIONS
 from explorer.state import (
     TRAIN_D_MODELS,
@@ -33,8 +32,9 @@ from explorer.state import (
     write_url_after_fragment,
 )
 from explorer.widgets import how_to_read, show_figure
+from explorer.wording import EXERCISE_RESULT, TRAIN_STATES, escape_markdown
 from model.config import POSITIONAL_ENCODINGS
-from model.heads import head_title, module_name
+from model.heads import head_label, head_title, layer_label, module_name
 from model.training.exercises import EXERCISES, Exercise
 from model.training.live import ToyRun, ToySettings
 from model.training.pool import JobView
@@ -220,9 +220,9 @@ def attention_panel(job: JobView) -> None:
     expected = TASKS[settings.task].order(trace.source_text.split())
     layers, heads = bind_watched_head(settings)
     layer_column, head_column, all_column = st.columns([2, 2, 3], vertical_alignment="bottom")
-    layer = layer_column.selectbox("Layer", layers, format_func=lambda n: f"layer {n}", key="train_layer")
+    layer = layer_column.selectbox("Layer", layers, format_func=layer_label, key="train_layer")
     all_heads = all_column.toggle("All heads", key="train_all_heads")
-    head = head_column.selectbox("Head", heads, format_func=lambda n: f"head {n}", key="train_head", disabled=all_heads)
+    head = head_column.selectbox("Head", heads, format_func=head_label, key="train_head", disabled=all_heads)
     if all_heads:
         figure = viz.alignment_grid(trace, expected, job.alignment)
     else:

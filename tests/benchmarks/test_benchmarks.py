@@ -211,11 +211,11 @@ def test_the_browser_benchmarks_bare_page_draws_one_heatmap_of_the_words_typed()
     assert [trace["type"] for trace in figure["data"]] == ["heatmap"]
     assert figure["layout"]["xaxis"]["ticktext"] == figure["layout"]["yaxis"]["ticktext"] == ["a", "dog", "runs"]
     (picker,) = app.selectbox  # the floor of a control's rerun (head_switch_ms and the others)
-    assert picker.label == "Head" and figure["layout"]["title"]["text"] == "head 0"
+    assert picker.label == "Head" and figure["layout"]["title"]["text"] == "head 1"
     picker.set_value(2).run()
     (chart,) = app.get("plotly_chart")
     redrawn = json.loads(chart.proto.spec)
-    assert redrawn["layout"]["title"]["text"] == "head 2" and redrawn["data"][0]["z"] != figure["data"][0]["z"]
+    assert redrawn["layout"]["title"]["text"] == "head 3" and redrawn["data"][0]["z"] != figure["data"][0]["z"]
 
 
 def test_the_matmul_peak_is_a_rate_and_leaves_the_thread_count_as_it_was():

@@ -101,14 +101,14 @@ def test_a_new_head_redraws_the_view_alone_and_keeps_the_link(server, network_dr
     driver = network_driver
     load_page(driver, server)
     shown = next(title for title in drawn_titles(driver) if title.startswith("Decoder layer"))
-    head = next(head for head in range(4) if not shown.endswith(f"head {head}"))
+    head = next(head for head in range(1, 5) if not shown.endswith(f"head {head}"))  # as the page counts, from 1
     received_deltas(driver)
     path = "//div[@data-testid='stSelectbox'][.//label[normalize-space()='Head']]//input"
     picker = driver.find_element(By.XPATH, path)
     picker.click()
     picker.send_keys(f"head {head}", Keys.ENTER)
     wait_until(driver, lambda d: chart(d, shown.rsplit(" ", 1)[0] + f" {head}") is not None, "the head not redrawn")
-    wait_until(driver, lambda d: f"head={head}" in d.current_url, "the link did not follow the head")
+    wait_until(driver, lambda d: f"head={head - 1}" in d.current_url, "the link did not follow the head")  # from 0
     fragment_run = received_deltas(driver)
     assert fragment_run and all(delta.delta.fragment_id for delta in fragment_run)
     box = driver.find_element(By.CSS_SELECTOR, "input[aria-label='Source sentence']")

@@ -55,7 +55,7 @@ def test_back_and_forward_in_chromium_walk_through_steps_and_views(browser_ready
         ActionChains(driver).send_keys(Keys.ARROW_RIGHT).perform()  # the Next button's shortcut
         wait_for(driver, f"{steps}&step=2", 2, "Step 3: next token and attention")
         click_button(driver, "Cross-attention")
-        cross = "Decoder layer 1 – cross-attention"  # the tiny model's readable head
+        cross = "Decoder layer 2 – cross-attention"  # the tiny model's readable head
         wait_for(driver, "?checkpoint=toy-plain-en-de", None, cross)
         driver.back()
         wait_for(driver, f"{steps}&step=2", 2, "Step 3: next token and attention")

@@ -13,8 +13,8 @@ import torch
 from streamlit.testing.v1 import AppTest
 
 import viz
-from explorer.wording import ATTRIBUTION_NAMES, card_examples
 from explorer.state import ALL_QUERIES
+from explorer.wording import ATTRIBUTION_NAMES, card_examples
 from model import load_checkpoint
 from model.analysis.attribution import attribute
 from model.analysis.head_stats import batch_head_statistics, readable_cross_head
@@ -187,12 +187,14 @@ def test_every_attention_view_draws(app, view, display):
 
 def test_head_view_opens_on_the_picked_head_and_draws_the_chosen_heads_and_query(app):
     app.segmented_control(key="view").set_value("cross").run()
+    # the pickers count as people do, from 1, where the link and the code count from 0
+    assert app.selectbox(key="layer").options[0] == "layer 1" and app.selectbox(key="head").options[0] == "head 1"
     app.selectbox(key="layer").set_value(0).run()
     app.selectbox(key="head").set_value(2).run()
     app.radio(key="display").set_value("heads").run()
     assert_ok(app)
     drawn = component_data(app, "attention_explorer.head_view")
-    assert drawn["title"] == "Decoder layer 0 – cross-attention – all heads"
+    assert drawn["title"] == "Decoder layer 1 – cross-attention – all heads"
     assert (drawn["heads"], drawn["query"]) == ([2], ALL_QUERIES)  # one readable head, every query token
     app.selectbox(key="head").set_value(3).run()  # untouched, the head view follows the picker
     assert component_data(app, "attention_explorer.head_view")["heads"] == [3]
@@ -233,7 +235,7 @@ def test_show_as_table_gives_the_figures_numbers_in_the_single_head_and_head_vie
     [switch] = [toggle for toggle in app.toggle if toggle.label == "Show as table" and "L1H2" in toggle.key]
     switch.set_value(True).run()
     assert_ok(app)
-    chart = chart_titled(app, "Decoder layer 1 – cross-attention – head 2")
+    chart = chart_titled(app, "Decoder layer 2 – cross-attention – head 3")
     [table] = shown_tables(app)
     np.testing.assert_allclose(table, plotly_array(chart["data"][0]["z"]), atol=5e-4)  # shown to three decimals
 
@@ -283,7 +285,7 @@ def test_cross_attention_view_merges_words_and_hides_specials(app):
     app.toggle(key="merge_words").set_value(True).run()
     app.toggle(key="show_special").set_value(False).run()
     assert_ok(app)
-    cross = chart_titled(app, "Decoder layer 0 – cross-attention – head 0")
+    cross = chart_titled(app, "Decoder layer 1 – cross-attention – head 1")
     assert cross["layout"]["xaxis"]["ticktext"] == sentence.split()  # "park." is one word: "." continues it
     assert not any("&lt;s&gt;" in label for label in cross["layout"]["yaxis"]["ticktext"])
 

@@ -15,6 +15,8 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from explorer.explanations import EXPLANATIONS
+from explorer.views.experiments.stats import MAX_FILE_SENTENCES
 from explorer.wording import (
     EXAMPLE_PAIRS,
     LANGUAGE_NAMES,
@@ -23,8 +25,6 @@ from explorer.wording import (
     example_sentences,
     file_cap_notice,
 )
-from explorer.explanations import EXPLANATIONS
-from explorer.views.experiments.stats import MAX_FILE_SENTENCES
 from model import load_checkpoint
 from model.analysis.ablation import compare_ablation
 from model.analysis.head_stats import batch_head_statistics, trace_head_statistics
@@ -167,7 +167,7 @@ def test_beam_tree_draws_every_candidate_and_one_beams_cross_attention(new_app, 
     assert_ok(app)
     node_trace = translator.beam_node_trace(tree, pruned.id)
     expected = node_trace.attention_stack("cross")[1, :, tree.trace_row(pruned.id), :]  # (heads, source tokens)
-    shown = chart_titled(app, "Cross-attention when this beam chose it, layer 1")
+    shown = chart_titled(app, "Cross-attention when this beam chose it, layer 2")
     assert np.allclose(plotly_array(shown["data"][0]["z"])[:-1], expected, atol=1e-6)  # a row per head, then their mean
     assert app.query_params["beam_node"] == str(pruned.id) and app.query_params["experiment"] == "beam"
     app.toggle(key="show_pruned").set_value(False).run()
@@ -246,7 +246,7 @@ def test_minimal_pair_shows_both_translations_and_the_difference(new_app, transl
     both = next(
         spec
         for spec in chart_specs(app)
-        if spec["layout"]["title"]["text"] == "Encoder layer 1 – self-attention – head 3"
+        if spec["layout"]["title"]["text"] == "Encoder layer 2 – self-attention – head 4"
     )
     assert [plotly_array(data["z"]).shape for data in both["data"]] == [pair.first.shape, pair.second.shape]
     difference = chart_titled(app, "Difference: first − second sentence")
@@ -300,7 +300,7 @@ def test_word_order_experiments_show_both_translations(new_app, translator):
     assert shown["Original"] == as_shown(without.original.translation)
     assert shown["Without positional encoding"] == as_shown(without.modified.translation)
     assert chart_titled(app, "Translation without positional encoding")
-    both = chart_titled(app, "Decoder layer 0 – cross-attention – head 0")
+    both = chart_titled(app, "Decoder layer 1 – cross-attention – head 1")
     assert [annotation["text"] for annotation in both["layout"]["annotations"]] == [
         "Original",
         "Without positional encoding",
@@ -312,7 +312,7 @@ def test_word_order_experiments_show_both_translations(new_app, translator):
     shown = translations_shown(app)
     assert shown["Shuffled sentence"] == escape_markdown(shuffle_source_words(SENTENCE, 2)) != escape_markdown(SENTENCE)
     assert shown["Source words shuffled"] == as_shown(shuffled.modified.translation)
-    both = chart_titled(app, "Decoder layer 0 – cross-attention – head 0")
+    both = chart_titled(app, "Decoder layer 1 – cross-attention – head 1")
     assert [annotation["text"] for annotation in both["layout"]["annotations"]][1] == "Source words shuffled"
     module = "decoder.layers.0.cross_attn"
     for data, trace in zip(both["data"], (shuffled.original, shuffled.modified), strict=True):

@@ -20,9 +20,9 @@ from streamlit.testing.v1 import AppTest, local_script_runner
 
 import viz
 from explorer.components.assistive import plain
-from explorer.wording import card_examples, escape_markdown, no_snapshots
 from explorer.sidebar import PRESENTER_CSS
 from explorer.state import AVERAGE_HEADS, SETTINGS_BY_KEY, url_text
+from explorer.wording import card_examples, escape_markdown, no_snapshots
 from model import load_checkpoint
 from model.analysis.head_stats import STATISTICS, batch_head_statistics, readable_cross_head
 from model.checkpoint import find_snapshots
@@ -119,7 +119,7 @@ def test_a_url_opens_the_page_in_exactly_that_state(new_app, classroom_checkpoin
     assert state["merge_words"] is True and app.radio(key="decoding").value == "beam"
     assert app.slider(key="beam_size").value == 3
     assert any(markdown.value == f"### {escape_markdown(expected.translation)}" for markdown in app.markdown)
-    decoder = chart_titled(app, "Decoder layer 1 – self-attention – head 2")
+    decoder = chart_titled(app, "Decoder layer 2 – self-attention – head 3")
     no_weights = np.zeros((expected.n_steps, 1))
     output_words = viz.select_tokens(no_weights, expected.predicted_pieces, ["x"], merge_words=True)
     assert decoder["layout"]["yaxis"]["ticktext"] == output_words.query_labels  # merged words
@@ -342,14 +342,14 @@ def test_presenter_mode_shows_one_view_large_with_keyboard_steps(app, new_app, c
     source = app.text_input(key="sentence").value
     assert app.main.markdown[0].value.startswith(f"“{escape_markdown(source)}” → **Translation**")
     # the view on screen, alone, as one figure
-    assert chart_titles(app) == ["Step 1: next token and attention, decoder layer 1"]
+    assert chart_titles(app) == ["Step 1: next token and attention, decoder layer 2"]
     assert app.query_params == {"presenter": "true", "merge_words": "true"}
     app.button(key="step_next").click().run()
-    assert chart_titles(app) == ["Step 2: next token and attention, decoder layer 1"]
+    assert chart_titles(app) == ["Step 2: next token and attention, decoder layer 2"]
     assert app.query_params["step"] == "1"
     app = new_app(presenter="true", merge_words="true").run()  # a presenter link opens on the decoding steps
     assert app.segmented_control(key="view").value == "steps"
-    chart = chart_titled(app, "Step 1: next token and attention, decoder layer 1")
+    chart = chart_titled(app, "Step 1: next token and attention, decoder layer 2")
     assert chart["layout"]["font"]["size"] == pytest.approx(12 * viz.presenter.PRESENTER_SCALE)
     # the step's attention first (the first screen of a projector), then the bars
     assert chart["layout"]["xaxis2"]["domain"][0] == 0 < chart["layout"]["xaxis"]["domain"][0]
@@ -360,7 +360,7 @@ def test_presenter_mode_shows_one_view_large_with_keyboard_steps(app, new_app, c
     assert shortcuts == {"step_first": "home", "step_previous": "left", "step_next": "right"}  # normalised
     assert [element.proto.body for element in app.get("html")] == [PRESENTER_CSS]  # the only raw HTML
     app.segmented_control(key="view").set_value("cross").run()
-    assert chart_titles(app) == ["Decoder layer 1 – cross-attention – head 0"]  # the page's first head
+    assert chart_titles(app) == ["Decoder layer 2 – cross-attention – head 1"]  # the page's first head
     app.toggle(key="presenter").set_value(False).run()
     assert app.toggle(key="merge_words").value is True and app.segmented_control(key="view").value == "cross"
     assert app.main.text_input(key="sentence").value == source and app.main.segmented_control(key="view")
@@ -404,7 +404,7 @@ def test_quiz_hides_the_answer_then_reveals_and_scores(app, classroom_checkpoint
     # the readable head the first screen opens on decides, and the page says so
     layer, head = readable_cross_head(batch_head_statistics(model, card_examples(model.card), beam_size=1))
     assert (app.selectbox(key="quiz_layer").value, app.selectbox(key="quiz_head").value) == (layer, head)
-    assert f"decided by decoder layer {layer}, head {head} (the page's readable head" in quiz_rule(app)
+    assert f"decided by decoder layer {layer + 1}, head {head + 1} (the page's readable head" in quiz_rule(app)
     truth = step_truth(trace, 0, layer, head)
     assert app.pills(key="quiz_where_0").options == [escape_markdown(word) for word in truth.words]
     assert app.button(key="quiz_reveal").disabled
@@ -419,7 +419,7 @@ def test_quiz_hides_the_answer_then_reveals_and_scores(app, classroom_checkpoint
     spoken = announced(app)
     assert spoken["translation"].startswith("Translation hidden during the quiz.")  # then the tiny model's cut-off
     assert spoken["quiz"] == f"{plain(app.success[0].value)} {plain(app.error[0].value)}"  # what a reader hears
-    assert chart_titles(app) == [f"Where it looked, layer {layer}", "What it could write"]
+    assert chart_titles(app) == [f"Where it looked, layer {layer + 1}", "What it could write"]
     app.button(key="quiz_next").click().run()
     assert app.query_params["step"] == "1" and app.query_params["view"] == "quiz"
     second = step_truth(trace, 1, layer, head)
@@ -461,7 +461,7 @@ def test_evolution_view_shows_the_same_head_at_each_stage_and_each_translation(a
     app.selectbox(key="layer").set_value(1).run()
     app.selectbox(key="head").set_value(2).run()
     assert_ok(app)
-    figure = chart_titled(app, "Decoder layer 1 – self-attention – head 2")
+    figure = chart_titled(app, "Decoder layer 2 – self-attention – head 3")
     # the panels name the stages short (they share a row); the table below gives their update counts
     assert [note["text"] for note in figure["layout"]["annotations"]] == [
         "untrained",
@@ -502,6 +502,6 @@ def test_handout_holds_the_charts_on_screen(app, handout_files, classroom_checkp
     assert document.count("Plotly.newPlot(") == len(app.get("plotly_chart"))
     sections = re.findall(r"<section><h2>(.*?)</h2>", document)
     assert sections == [title.replace("&", "&amp;") for title in chart_titles(app)]
-    assert "Step 2: next token and attention, decoder layer 1" in sections
+    assert "Step 2: next token and attention, decoder layer 2" in sections
     expected = translator(classroom_checkpoints).trace(SENTENCE, beam_size=1)
     assert f"<dd>{SENTENCE}</dd>" in document and f"<dd>{expected.translation}</dd>" in document

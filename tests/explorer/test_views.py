@@ -138,12 +138,12 @@ def test_48_heads_a_kind_page_the_grid_and_every_view_draws(monkeypatch, opus_sh
 
     app.selectbox(key="grid_layers").set_value("3-5").run()
     grid = chart_titled(app, "Encoder self-attention")
-    assert heatmaps(grid)[0]["hovertemplate"].startswith("layer 3, head 0<br>")
+    assert heatmaps(grid)[0]["hovertemplate"].startswith("layer 4, head 1<br>")
     assert app.query_params["grid_layers"] == "3-5"
     app.selectbox(key="grid_layers").set_value("0-5").run()  # all layers: a longer page to scroll
     assert len(heatmaps(chart_titled(app, "Encoder self-attention"))) == 6 * 8
     app.selectbox(key="grid_layers").set_value("4").run()  # one layer's heads in a row
-    assert chart_titles(app)[0] == "Encoder self-attention, layer 4"
+    assert chart_titles(app)[0] == "Encoder self-attention, layer 5"
 
     app.radio(key="display").set_value("heads").run()
     assert_ok(app)

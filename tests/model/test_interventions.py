@@ -79,7 +79,7 @@ def test_head_refs_name_real_modules_and_bad_heads_are_refused(small_model):
     assert len(heads) == 3 * 2 * 4
     assert {type(modules[ref.module_name]).__name__ for ref in heads} == {"MultiHeadAttention"}
     assert HeadRef("cross", 1, 2).module_name == "decoder.layers.1.cross_attn"
-    assert HeadRef("cross", 1, 2).label == "cross L1 H2"
+    assert HeadRef("cross", 1, 2).label == "cross L2 H3"
     assert check_heads(small_model.config, [HeadRef("encoder", 0, 1)] * 2) == [HeadRef("encoder", 0, 1)]
     for bad in (HeadRef("encoder", 2, 0), HeadRef("decoder", 0, 4)):
         with pytest.raises(ValueError, match="not in this model"):

@@ -31,8 +31,9 @@ def test_heatmap_has_a_layers_by_heads_panel_per_kind_with_the_table_values(trac
             for row in rows:
                 assert z[row["layer"], row["head"]] == row[statistic]
             assert panel.coloraxis == "coloraxis"  # one colour scale for the three panels
-        assert list(figure.layout.xaxis.ticktext) == [f"head {h}" for h in range(z.shape[1])]
-        assert list(figure.layout.yaxis.ticktext) == [f"layer {layer}" for layer in range(z.shape[0])]
+        assert list(figure.layout.xaxis.ticktext) == [f"head {h + 1}" for h in range(z.shape[1])]  # counted from 1
+        assert list(figure.layout.yaxis.ticktext) == [f"layer {layer + 1}" for layer in range(z.shape[0])]
+        assert figure.data[0].customdata[0][1] == "layer 1, head 2"  # and the hover says so
         assert figure.layout.title.text == f"{STATISTIC_LABELS[statistic].capitalize()} – this sentence"
     entropy = head_stats_heatmap(table, "entropy").layout.coloraxis
     assert (entropy.cmin, entropy.cmax) == (0.0, max(row["entropy"] for row in table))  # the largest of any panel
@@ -74,6 +75,8 @@ def test_frame_has_one_row_per_head_and_sorts(traces):
     assert len(frame) == len(table)
     assert list(frame.columns) == ["kind", "layer", "head", *STATISTIC_LABELS.values(), "query rows", "sentences"]
     np.testing.assert_array_equal(frame[STATISTIC_LABELS["entropy"]], [row["entropy"] for row in table])
+    counted_from_one = [(row["layer"] + 1, row["head"] + 1) for row in table]
+    assert list(zip(frame["layer"], frame["head"], strict=True)) == counted_from_one
     cross = head_stats_frame(table, kinds=["cross"])
     assert set(cross["kind"]) == {"cross"} and len(cross) == sum(row["kind"] == "cross" for row in table)
     ordered = frame.sort_values(STATISTIC_LABELS["diagonality"], ascending=False)

@@ -93,7 +93,7 @@ def test_importance_heatmap_and_ranking_table(translator):
     assert len(frame) == 24 and list(frame["rank"]) == list(range(1, 25))
     assert frame["drop"].is_monotonic_decreasing
     top = importance.ranking()[0][0]
-    assert (frame.loc[0, "layer"], frame.loc[0, "head"]) == (top.layer, top.head)
+    assert (frame.loc[0, "layer"], frame.loc[0, "head"]) == (top.layer + 1, top.head + 1)  # counted from 1
 
 
 def hand_made_importance(layers: dict[str, int], n_heads: int) -> HeadImportance:
@@ -107,9 +107,9 @@ def test_importance_heatmap_names_the_layers_on_the_first_panel_only():
     figure = importance_heatmap(hand_made_importance({"encoder": 6, "decoder": 6, "cross": 6}, 8))
     y_axes = [figure.layout.yaxis, figure.layout.yaxis2, figure.layout.yaxis3]
     assert [axis.showticklabels for axis in y_axes] == [True, False, False]
-    assert list(y_axes[0].ticktext) == [f"layer {layer}" for layer in range(6)]
+    assert list(y_axes[0].ticktext) == [f"layer {layer}" for layer in range(1, 7)]  # counted from 1
     x_axes = [figure.layout.xaxis, figure.layout.xaxis2, figure.layout.xaxis3]
-    assert all(list(axis.ticktext) == [f"head {head}" for head in range(8)] for axis in x_axes)
+    assert all(list(axis.ticktext) == [f"head {head}" for head in range(1, 9)] for axis in x_axes)
     # a deeper decoder: its panel's rows are not the encoder's, so it names its own; cross-attention's match it
     deeper = importance_heatmap(hand_made_importance({"encoder": 3, "decoder": 6, "cross": 6}, 8))
     shown = [
@@ -127,5 +127,5 @@ def test_word_order_figures(translator):
     figure = word_order_attention_figure(experiment, "encoder.layers.1.self_attn", 2)
     np.testing.assert_allclose(figure.data[0].z, experiment.original.attention["encoder.layers.1.self_attn"][2])
     np.testing.assert_allclose(figure.data[1].z, experiment.modified.attention["encoder.layers.1.self_attn"][2])
-    assert figure.layout.title.text == "Encoder layer 1 – self-attention – head 2"
+    assert figure.layout.title.text == "Encoder layer 2 – self-attention – head 3"
     assert [a.text for a in figure.layout.annotations] == ["Original", "Source words shuffled"]

@@ -25,7 +25,7 @@ def test_side_by_side_maps_share_one_colour_scale_and_name_the_sentences(hand_pa
     # translations: a translation is as long as the model makes it, a panel half the page
     assert list(figure.layout.xaxis.ticktext)[:6] == ["the", "dog", "bit", "·es", "the", "man"]
     assert list(figure.layout.xaxis2.ticktext)[1] == "man"
-    assert figure.layout.title.text == "Decoder layer 0 – cross-attention – head 0"
+    assert figure.layout.title.text == "Decoder layer 1 – cross-attention – head 1"
 
 
 def test_difference_map_is_centred_at_zero_on_aligned_tokens(hand_pair):

@@ -61,7 +61,9 @@ def test_every_panel_of_the_all_heads_grid_is_a_table_named_by_layer_and_head():
     figure = viz.attention_grid(stack, TARGET[:3], SOURCE, title="All heads")
     tables = figure_tables(figure)
     assert [table.caption for table in tables] == [
-        f"All heads: layer {layer}, head {head}" for layer in range(2) for head in range(2)
+        f"All heads: layer {layer}, head {head}"
+        for layer in (1, 2)
+        for head in (1, 2)  # counted from 1
     ]
     for table, (layer, head) in zip(tables, [(0, 0), (0, 1), (1, 0), (1, 1)], strict=True):
         np.testing.assert_array_equal(np.array(table.values, dtype=float), stack[layer, head])

@@ -200,9 +200,9 @@ def test_the_grid_writes_each_heads_score_in_its_panel(reverse_trace):
     for index, panel in enumerate(figure.data):
         layer, head = divmod(index, 4)
         share = round(100 * scores[names[layer]][head])
-        assert labels[f"L{layer} H{head} · {share}%"] == (f"{panel.xaxis} domain", f"{panel.yaxis} domain")
-    assert "L1 H1 · 85%" in labels
-    crowded = alignment_grid(reverse_trace, EXPECTED, scores, font_scale=16.0)  # too narrow for "L1 H1 · 85%"
+        assert labels[f"L{layer + 1} H{head + 1} · {share}%"] == (f"{panel.xaxis} domain", f"{panel.yaxis} domain")
+    assert "L2 H2 · 85%" in labels  # counted from 1, as the page counts
+    crowded = alignment_grid(reverse_trace, EXPECTED, scores, font_scale=16.0)  # too narrow for "L2 H2 · 85%"
     assert "85%" in [note.text for note in crowded.layout.annotations]
     assert_valid(figure)
 

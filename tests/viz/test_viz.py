@@ -131,7 +131,7 @@ def test_grid_has_every_head_of_every_layer(trace):
     for index, heatmap in enumerate(figure.data):
         layer, head = divmod(index, n_heads)
         np.testing.assert_array_equal(heatmap.z, axes.stack[layer, head])
-        assert heatmap.hovertemplate.startswith(f"layer {layer}, head {head}")
+        assert heatmap.hovertemplate.startswith(f"layer {layer + 1}, head {head + 1}")  # counted from 1
     for axis_name in ("xaxis", "xaxis8"):
         assert aliased_labels(figure.layout[axis_name]) == display_labels(axes.key_pieces)
     assert aliased_labels(figure.layout.yaxis) == display_labels(axes.query_pieces)
@@ -157,10 +157,10 @@ def test_a_grid_draws_the_layers_asked_for_by_their_numbers():
     for index, heatmap in enumerate(figure.data):
         row, head = divmod(index, 8)
         np.testing.assert_array_equal(heatmap.z, stack[3 + row, head])
-        assert heatmap.hovertemplate.startswith(f"layer {3 + row}, head {head}<br>")
+        assert heatmap.hovertemplate.startswith(f"layer {4 + row}, head {head + 1}<br>")
     assert [note.text for note in figure.layout.annotations] == [
-        *(f"head {head}" for head in range(8)),
-        *(f"layer {layer}" for layer in (3, 4, 5)),
+        *(f"head {head}" for head in range(1, 9)),
+        *(f"layer {layer}" for layer in (4, 5, 6)),
     ]
 
 
@@ -209,7 +209,7 @@ def test_head_view_draws_each_weight_above_the_threshold(trace):
     weights = axes.stack[0]
     figure = viz.head_view(weights, axes.query_pieces, axes.key_pieces, min_weight=0.05)
     hover_traces = [data for data in figure.data if data.mode == "markers"]
-    assert [data.name for data in hover_traces] == [f"head {h}" for h in range(weights.shape[0])]
+    assert [data.name for data in hover_traces] == [f"head {h + 1}" for h in range(weights.shape[0])]
     for head, data in enumerate(hover_traces):
         drawn = {(row[3], row[4]): row[2] for row in data.customdata}
         expected = {(q, k): float(w) for (q, k), w in np.ndenumerate(weights[head]) if w >= 0.05}
@@ -224,7 +224,7 @@ def test_head_view_can_follow_one_query(trace):
     axes = viz.attention_axes(trace, "cross")
     figure = viz.head_view(axes.stack[1], axes.query_pieces, axes.key_pieces, query=2, heads=[0, 3], min_weight=0.0)
     hover_traces = [data for data in figure.data if data.mode == "markers"]
-    assert [data.name for data in hover_traces] == ["head 0", "head 3"]
+    assert [data.name for data in hover_traces] == ["head 1", "head 4"]
     for head, data in zip([0, 3], hover_traces, strict=True):
         assert {row[3] for row in data.customdata} == {2}
         np.testing.assert_allclose([row[2] for row in data.customdata], axes.stack[1, head, 2], rtol=0, atol=0)
@@ -391,7 +391,7 @@ def test_step_figures_hold_the_row_per_head_and_the_mean(trace):
     np.testing.assert_array_equal(z[:-1], step.cross_rows)
     np.testing.assert_allclose(z[-1], step.cross_rows.mean(axis=0), atol=1e-7)
     assert ticktext(figure.layout.xaxis) == display_labels(trace.source_pieces)
-    assert ticktext(figure.layout.yaxis) == ["head 0", "head 1", "head 2", "head 3", "mean"]
+    assert ticktext(figure.layout.yaxis) == ["head 1", "head 2", "head 3", "head 4", "mean"]
     merged = viz.step_attention(step.cross_rows, trace.source_pieces, merge_words=True)
     expected = direct_word_merge(
         np.vstack([step.cross_rows, step.cross_rows.mean(axis=0)]), ["\u2581row"] * 5, trace.source_pieces
@@ -421,7 +421,7 @@ def test_the_step_figure_holds_the_bars_and_both_attentions_of_its_step(trace, o
         assert ticktext(figure.layout[axis]) == ticktext(alone.layout.xaxis)
         assert panel.coloraxis == "coloraxis" and (panel.texttemplate is not None) == bool(options.get("annotate"))
     assert (figure.layout.coloraxis.cmin, figure.layout.coloraxis.cmax) == (0.0, 1.0)
-    assert ticktext(figure.layout.yaxis3) == ["head 0", "head 1", "head 2", "head 3", "mean"]
+    assert ticktext(figure.layout.yaxis3) == ["head 1", "head 2", "head 3", "head 4", "mean"]
     # the panels do not overlap: bars beside the cross-attention, both above the self-attention
     assert figure.layout.xaxis.domain[1] < figure.layout.xaxis2.domain[0]
     assert figure.layout.yaxis3.domain[1] < min(figure.layout.yaxis.domain[0], figure.layout.yaxis2.domain[0])

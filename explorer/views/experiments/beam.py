@@ -9,6 +9,7 @@ from explorer.compute import compute_beam_node_trace, compute_beam_tree
 from explorer.context import PageContext
 from explorer.state import bind
 from explorer.widgets import how_to_read, show_figure
+from model.heads import layer_label
 from viz.tokens import display_text
 
 
@@ -41,14 +42,14 @@ def render(ctx: PageContext) -> None:
     node_trace = compute_beam_node_trace(ctx.trace_key, beam_size, node_id)
     layers = list(range(node_trace.attention_stack("cross").shape[0]))
     bind("layer", options=layers)
-    layer = pick_layer.selectbox("Decoder layer", layers, format_func=lambda n: f"layer {n}", key="layer")
+    layer = pick_layer.selectbox("Decoder layer", layers, format_func=layer_label, key="layer")
     rows = node_trace.attention_stack("cross")[layer, :, tree.trace_row(node_id), :]  # (heads, source tokens)
     show_figure(
         viz.step_attention(
             rows,
             node_trace.source_pieces,
             **ctx.token_style.options(),
-            title=f"Cross-attention when this beam chose it, layer {layer}",
+            title=f"Cross-attention when this beam chose it, {layer_label(layer)}",
         ),
         f"{file_stem}-beam{beam_size}-node{node_id}-L{layer}",
         handout,
