@@ -16,7 +16,7 @@ from benchmarks.subject import sentence_with_pieces
 from benchmarks.timing import alternate
 from model import capture_attention
 from model.analysis.attribution import ATTRIBUTION_METHODS, attribute
-from model.decoding import greedy_decode, next_token_log_probs
+from model.decoding.search import greedy_decode, next_token_log_probs
 from model.interop import export_torch
 from model.interop.marian import marian_config
 from model.interop.torch_transformer import tutorial_logits
@@ -175,7 +175,8 @@ def greedy_recompute(model, src_ids: torch.Tensor, steps: int) -> list[list[int]
 
 
 def kv_cache_speedup(ctx: Context) -> list[Record]:
-    """Greedy decoding of 60 tokens with the KV cache (model.decoding.greedy_decode) vs recomputing the prefix."""
+    """Greedy decoding of 60 tokens with the KV cache (model.decoding.search.greedy_decode) vs recomputing the
+    prefix."""
     steps = 60
     model = NeverEnds(ctx.subject.model)
     device = ctx.subject.device

@@ -30,10 +30,10 @@ from model.analysis.head_stats import batch_head_statistics, readable_cross_head
 from model.analysis.importance import HeadImportance, head_importance
 from model.analysis.internals import AttentionStages, attention_stages
 from model.analysis.word_order import WordOrderComparison, compare_word_order
-from model.beam_tree import BeamTree
 from model.checkpoint import CheckpointEntry, read_config, scan_checkpoints
+from model.decoding.beam_tree import BeamTree
+from model.decoding.scoring import Scoring
 from model.heads import HeadRef
-from model.scoring import Scoring
 from model.trace import Trace
 from model.training.pool import TrainingPool, default_slots
 from model.transformer import Transformer
@@ -88,7 +88,7 @@ class TraceKey:
     max_new_tokens: int | None
     target: str | None = None
     target_ids: tuple[int, ...] | None = None
-    scoring: Scoring | None = None  # None: our search; else e.g. the model's authors' (model.generation_defaults)
+    scoring: Scoring | None = None  # None: our search; else e.g. the model's authors' (model.decoding.authors)
 
     def free(self) -> TraceKey:
         """The same sentence and settings, translated by the model itself."""

@@ -24,8 +24,8 @@ from explorer.explanations import EXPLANATIONS
 from explorer.state import BEAM_SIZES, DEVICES, SEARCHES, TOKEN_STYLE_TOGGLES, bind, presenting
 from explorer.wording import DEVICE_NAMES, LANGUAGE_NAMES, describe_card, escape_markdown
 from model.checkpoint import CheckpointEntry, read_card
-from model.generation_defaults import AuthorsDecoding
-from model.scoring import Scoring
+from model.decoding.authors import AuthorsDecoding
+from model.decoding.scoring import Scoring
 from model.translator import Translator
 
 DEFAULT_CHECKPOINT = "multi30k-en-de"
@@ -49,7 +49,7 @@ html {{ font-size: 22px; }}
 @dataclass(frozen=True)
 class Decoding:
     """How the model translates: beam size 1 is greedy search; ``max_new_tokens`` None lets the model decide;
-    ``scoring`` None is our search, else how the model's authors rank, stop and end (model.generation_defaults)."""
+    ``scoring`` None is our search, else how the model's authors rank, stop and end (model.decoding.authors)."""
 
     beam_size: int
     max_new_tokens: int | None

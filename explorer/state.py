@@ -26,7 +26,7 @@ from model.analysis.ablation import ABLATION_MODES
 from model.analysis.head_stats import STATISTICS
 from model.analysis.word_order import WORD_ORDER_VARIANTS
 from model.config import POSITIONAL_ENCODINGS
-from model.decoding import DEFAULT_BEAM_SIZE
+from model.decoding.search import DEFAULT_BEAM_SIZE
 from model.heads import ATTENTION_KINDS, STACKS
 from model.training.live import D_MODEL_RANGE, HEAD_RANGE, LAYER_RANGE, LENGTH_RANGE, ToySettings
 from model.training.toy_tasks import TASKS

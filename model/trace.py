@@ -16,8 +16,8 @@ from typing import Any
 
 import numpy as np
 
+from model.decoding.scoring import Scoring
 from model.heads import attention_modules
-from model.scoring import Scoring
 
 DEFAULT_TOP_K = 5  # next-token candidates a trace keeps per step, unless asked for more
 ARRAY_FIELDS = ("step_probs", "topk_ids", "topk_probs")
@@ -37,7 +37,7 @@ class TraceSettings:
     prefix: str | None = None  # the output's forced start as text
     target_ids: list[int] | None = None  # teacher forcing's output ids (BOS left out)
     prefix_ids: list[int] = field(default_factory=list)  # the output's forced start (BOS left out)
-    scoring: Scoring | None = None  # how the search ranked and stopped; None: ours (model.scoring.GNMT_SCORING)
+    scoring: Scoring | None = None  # how the search ranked and stopped; None: ours (scoring.GNMT_SCORING)
 
     def __post_init__(self) -> None:
         if self.mode not in DECODING_MODES:

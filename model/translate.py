@@ -10,8 +10,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from model.decoding import DEFAULT_BEAM_SIZE
-from model.scoring import DEFAULT_ALPHA, GNMT_SCORING, Scoring
+from model.decoding.scoring import DEFAULT_ALPHA, GNMT_SCORING, Scoring
+from model.decoding.search import DEFAULT_BEAM_SIZE
 from model.translator import DEFAULT_BATCH_SIZE, Translator
 
 

@@ -13,9 +13,12 @@ from typing import TypeVar
 import numpy as np
 import torch
 
-from model.beam_tree import BeamTree
 from model.card import Card
-from model.decoding import (
+from model.decoding.authors import AuthorsDecoding, authors_decoding
+from model.decoding.beam_tree import BeamTree
+from model.decoding.passes import encode_captured, forced_pass
+from model.decoding.scoring import GNMT_SCORING, Scoring
+from model.decoding.search import (
     DEFAULT_BEAM_SIZE,
     Encoded,
     beam_search,
@@ -23,13 +26,10 @@ from model.decoding import (
     default_max_new_tokens,
     greedy_decode,
 )
-from model.generation_defaults import AuthorsDecoding, authors_decoding
-from model.scoring import GNMT_SCORING, Scoring
+from model.decoding.whatif import fork_prefix, resolve_choice
 from model.tokenizer import Tokenizer
 from model.trace import DEFAULT_TOP_K, Fork, Trace, TraceOutcome, TraceSettings
-from model.trace_passes import encode_captured, forced_pass
 from model.transformer import Transformer
-from model.whatif import fork_prefix, resolve_choice
 
 Result = TypeVar("Result")
 DEFAULT_BATCH_SIZE = 64  # sentences (or rows) one batched pass runs together
@@ -80,7 +80,7 @@ class Translator:
 
     @property
     def authors_decoding(self) -> AuthorsDecoding | None:
-        """How an imported model's authors decode (their generate settings, read by model.generation_defaults), or
+        """How an imported model's authors decode (their generate settings, read by model.decoding.authors), or
         None for a model without them (one trained here)."""
         defaults = self.card.extra.get("generation_defaults")
         return authors_decoding(defaults, self.config) if defaults else None

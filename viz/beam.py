@@ -6,7 +6,7 @@ import html
 
 import plotly.graph_objects as go
 
-from model.beam_tree import BeamNode, BeamTree
+from model.decoding.beam_tree import BeamNode, BeamTree
 from model.tokenizer import WORD_START
 from viz.style import base_layout, head_colour
 from viz.tokens import display_piece

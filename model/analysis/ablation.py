@@ -29,9 +29,9 @@ import torch
 from model.analysis.alignment import TokenDiff, token_diff
 from model.analysis.pairs import AttentionPair, attention_pair
 from model.capture import intervene
-from model.decoding import DEFAULT_BEAM_SIZE
+from model.decoding.scoring import Scoring
+from model.decoding.search import DEFAULT_BEAM_SIZE
 from model.heads import HeadRef, check_heads
-from model.scoring import Scoring
 from model.trace import DEFAULT_TOP_K, Trace
 from model.transformer import Transformer
 

@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from model.decoding import DEFAULT_BEAM_SIZE
+from model.decoding.scoring import Scoring
+from model.decoding.search import DEFAULT_BEAM_SIZE
 from model.heads import ATTENTION_KINDS, KIND_LABELS, module_kind
-from model.scoring import Scoring
 from model.tokenizer import WORD_START
 from model.trace import Trace
 

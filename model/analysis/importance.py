@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from model.analysis.ablation import HeadMeans, ablate_heads_by_row, check_ablation, mean_head_outputs
-from model.decoding import DEFAULT_BEAM_SIZE, next_token_log_probs
+from model.decoding.search import DEFAULT_BEAM_SIZE, next_token_log_probs
 from model.heads import ATTENTION_KINDS, HeadRef, all_heads, layer_count
 from model.transformer import Transformer
 from model.translator import DEFAULT_BATCH_SIZE

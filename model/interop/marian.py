@@ -29,7 +29,7 @@ import torch
 
 from model.checkpoint import CheckpointError, read_json, save_checkpoint
 from model.config import TransformerConfig
-from model.generation_defaults import NEUTRAL
+from model.decoding.authors import NEUTRAL
 from model.interop.marian_weights import (
     DECODER_EMBEDDING_KEY,
     EMBEDDING_KEYS,
@@ -44,7 +44,7 @@ from model.transformer import Transformer
 
 SUPPORTED = "MarianMTModel (config.json model_type 'marian')"
 ACTIVATIONS = {"swish": "swish", "silu": "swish", "relu": "relu", "gelu": "gelu"}
-# generate's settings the card records: what model.generation_defaults follows, and those it names as not followed
+# generate's settings the card records: what model.decoding.authors follows, and those it names as not followed
 GENERATION_KEYS = (
     "num_beams",
     "max_length",

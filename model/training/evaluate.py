@@ -19,8 +19,8 @@ from tqdm import tqdm
 
 from model.card import Card, SplitScores
 from model.corpus import read_lines
-from model.decoding import DEFAULT_BEAM_SIZE
-from model.scoring import GNMT_SCORING, Scoring
+from model.decoding.scoring import GNMT_SCORING, Scoring
+from model.decoding.search import DEFAULT_BEAM_SIZE
 from model.translate import add_decoding_arguments
 from model.translator import DEFAULT_BATCH_SIZE, Translator
 

@@ -34,7 +34,7 @@ from benchmarks import (
 from benchmarks.records import Check, Record, table
 from benchmarks.timing import percentile
 from model.checkpoint import read_config
-from model.decoding import greedy_decode
+from model.decoding.search import greedy_decode
 from model.training.data import encode_examples, token_batches
 from tests.helpers import CHECKPOINTS_ENV
 

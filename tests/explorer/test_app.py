@@ -19,7 +19,7 @@ from model import load_checkpoint
 from model.analysis.attribution import attribute
 from model.analysis.head_stats import batch_head_statistics, readable_cross_head
 from model.checkpoint import read_card
-from model.decoding import DEFAULT_BEAM_SIZE
+from model.decoding.search import DEFAULT_BEAM_SIZE
 from model.heads import head_title
 from model.translator import Translator
 from tests.helpers import (

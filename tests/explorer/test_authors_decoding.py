@@ -1,6 +1,6 @@
 """The page's "Decode as the model's authors do" preset (AppTest) with the tiny imported model of the marian fixture:
 offered only for a model with its authors' generate settings, it replaces the search settings and the page shows
-the translation model.generation_defaults gives (tests/model/test_marian_generate.py compares that with generate)."""
+the translation model.decoding.authors gives (tests/model/test_marian_generate.py compares that with generate)."""
 
 from __future__ import annotations
 
@@ -64,7 +64,7 @@ def test_settings_read_from_a_model_folder_are_shown_as_text():
     """The caption names the settings the preset does not follow, as the folder wrote them: never as Markdown."""
     from explorer.sidebar import authors_caption
     from model.config import TransformerConfig
-    from model.generation_defaults import authors_decoding
+    from model.decoding.authors import authors_decoding
 
     config = TransformerConfig(src_vocab_size=10, tgt_vocab_size=10)
     hostile = "[lesson](http://example.invalid) **now**"

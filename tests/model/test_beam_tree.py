@@ -9,9 +9,9 @@ import pytest
 import torch
 
 from model import Transformer
-from model.beam_tree import BeamNode, BeamTree
-from model.decoding import beam_search, beam_search_tree, greedy_decode, next_token_log_probs
-from model.scoring import Scoring, length_penalty
+from model.decoding.beam_tree import BeamNode, BeamTree
+from model.decoding.scoring import Scoring, length_penalty
+from model.decoding.search import beam_search, beam_search_tree, greedy_decode, next_token_log_probs
 from tests.helpers import SENTENCE, small_config
 
 

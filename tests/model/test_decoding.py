@@ -12,7 +12,8 @@ import pytest
 import torch
 
 from model import Transformer, capture_attention, load_checkpoint
-from model.decoding import (
+from model.decoding.scoring import Scoring, length_penalty
+from model.decoding.search import (
     _strip,
     beam_search,
     default_max_new_tokens,
@@ -20,7 +21,6 @@ from model.decoding import (
     next_token_log_probs,
     row_limits,
 )
-from model.scoring import Scoring, length_penalty
 from model.trace import Fork, Trace, TraceOutcome
 from model.translator import Translator
 from tests.helpers import REPO, small_config

@@ -13,7 +13,7 @@ import sacrebleu
 import torch
 
 from model.checkpoint import load_checkpoint
-from model.scoring import Scoring
+from model.decoding.scoring import Scoring
 from model.training import evaluate as evaluate_module
 from model.training.evaluate import evaluate
 from tests.helpers import REPO, toy_sentences

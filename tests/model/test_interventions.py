@@ -23,7 +23,7 @@ from model.analysis.word_order import (
     shuffled_order,
     without_positional_encoding,
 )
-from model.decoding import next_token_log_probs
+from model.decoding.search import next_token_log_probs
 from model.heads import HeadRef, all_heads, check_heads
 from model.translator import Translator
 from tests.helpers import SENTENCE, small_config

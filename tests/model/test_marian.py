@@ -22,7 +22,7 @@ import torch
 
 from model import capture_attention, load_checkpoint
 from model.checkpoint import CheckpointError, read_card
-from model.decoding import greedy_decode
+from model.decoding.search import greedy_decode
 from model.interop.marian import import_marian
 from model.tokenizer import Tokenizer
 from tests.helpers import (
@@ -306,7 +306,7 @@ def test_init_from_an_imported_model_fine_tunes_it_and_its_loss_falls(marian, tm
 def test_an_imported_model_decodes_up_to_its_authors_max_length_not_our_default(marian):
     """OPUS-MT allows max_length 512 (the start token included): a translation out of a language with few pieces
     per word must not stop at our 1.5 x source + 10. A model that never writes </s> shows the limit."""
-    from model.decoding import default_max_new_tokens
+    from model.decoding.search import default_max_new_tokens
     from model.translator import Translator
 
     imported = load_checkpoint(marian[3], "cpu")

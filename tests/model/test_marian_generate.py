@@ -1,4 +1,4 @@
-"""Decoding as an imported model's authors do (model.generation_defaults): with their generate settings our search
+"""Decoding as an imported model's authors do (model.decoding.authors): with their generate settings our search
 must give what transformers' ``generate`` gives, token for token, greedy and beam, wherever the settings differ
 (length penalty, early stopping, renormalisation, forced </s>, banned tokens, the length limit).
 
@@ -18,10 +18,10 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from model import load_checkpoint
-from model.decoding import beam_search, greedy_decode
-from model.generation_defaults import authors_decoding
+from model.decoding.authors import authors_decoding
+from model.decoding.scoring import Scoring
+from model.decoding.search import beam_search, greedy_decode
 from model.interop.marian import import_marian
-from model.scoring import Scoring
 from tests.helpers import transformers_or_skip
 
 SENTENCES = [

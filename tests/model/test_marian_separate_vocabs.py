@@ -20,7 +20,7 @@ import torch
 from model import capture_attention, load_checkpoint
 from model.checkpoint import CheckpointError, read_card, save_checkpoint
 from model.config import TransformerConfig
-from model.decoding import greedy_decode
+from model.decoding.search import greedy_decode
 from model.interop.marian import import_marian
 from model.tokenizer import Tokenizer
 from model.training.data import encode_examples

@@ -16,8 +16,8 @@ import pytest
 import torch
 
 from model import load_checkpoint
-from model.decoding import beam_search, greedy_decode
-from model.scoring import DEFAULT_ALPHA, Scoring
+from model.decoding.scoring import DEFAULT_ALPHA, Scoring
+from model.decoding.search import beam_search, greedy_decode
 from model.tokenizer import Tokenizer
 from model.trace import DEFAULT_TOP_K, Fork, Trace, TraceOutcome
 from model.transformer import Transformer

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from model.decoding import beam_search, greedy_decode
+from model.decoding.search import beam_search, greedy_decode
 from model.trace import Trace
 from tests.helpers import SENTENCE
 from tests.helpers import SHORT_MAX_LEN as MAX_LEN

@@ -1,4 +1,4 @@
-"""Decoding: greedy and beam search with a key/value cache (the passes a Trace is built from: model/trace_passes.py).
+"""Decoding: greedy and beam search with a key/value cache (the passes a Trace is built from: model/decoding/passes.py).
 
 The source is encoded once per sentence. Decoder self-attention keeps a per-layer cache of
 keys/values; cross-attention keys/values are computed from the encoder output on the first
@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 import torch
 
-from model.beam_tree import BeamNode, BeamTree, Hypothesis
-from model.scoring import GNMT_SCORING, Scoring
+from model.decoding.beam_tree import BeamNode, BeamTree, Hypothesis
+from model.decoding.scoring import GNMT_SCORING, Scoring
 from model.transformer import DecoderCache, Transformer
 
 # model.encode's result: memory (B, S, d) and the source key mask. Decoding given one skips its own encoder pass.

@@ -1,6 +1,6 @@
 """What beam search returns and examines, as plain data: its hypotheses and the tree of every candidate it looked at.
 
-model.decoding.beam_search returns Hypotheses; beam_search_tree also records a BeamTree (JSON-able), which
+model.decoding.search.beam_search returns Hypotheses; beam_search_tree also records a BeamTree (JSON-able), which
 viz.beam draws and Translator.beam_node_trace opens one node of.
 """
 
@@ -10,7 +10,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from model.scoring import GNMT_SCORING, Scoring
+from model.decoding.scoring import GNMT_SCORING, Scoring
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from model.config import TransformerConfig
-from model.scoring import Scoring
+from model.decoding.scoring import Scoring
 
 # generate's values when a setting is absent (transformers.GenerationConfig's defaults)
 GENERATE_DEFAULTS: dict[str, Any] = {

@@ -1,5 +1,5 @@
 """The two passes a Trace is built from: the sentence's one encoder pass and the teacher-forced decoder pass over
-the output, each under capture (model.translator runs them around the search of model/decoding.py)."""
+the output, each under capture (model.translator runs them around the search of model/decoding/search.py)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from dataclasses import dataclass
 import torch
 
 from model.capture import capture_attention
-from model.decoding import Encoded, next_token_log_probs
-from model.scoring import Scoring
+from model.decoding.scoring import Scoring
+from model.decoding.search import Encoded, next_token_log_probs
 from model.transformer import Transformer
 
 

@@ -25,7 +25,7 @@ EARLY_STOPPING = (False, True, "never")
 @dataclass(frozen=True)
 class Scoring:
     """How a search ranks, stops and ends: ours by default, or Hugging Face ``generate``'s (``style="transformers"``),
-    so that an imported model can decode exactly as its authors' settings do (model.generation_defaults).
+    so that an imported model can decode exactly as its authors' settings do (model.decoding.authors).
 
     ``gnmt``: hypotheses rank by log p / ((5 + length) / 6) ** alpha, length counting the prefix, and
     a sentence stops only when no live beam can still beat the finished ones (exact). ``transformers``: log p /
