@@ -28,7 +28,7 @@ from model.analysis.word_order import WORD_ORDER_VARIANTS
 from model.config import POSITIONAL_ENCODINGS
 from model.decoding.search import DEFAULT_BEAM_SIZE
 from model.heads import ATTENTION_KINDS, STACKS
-from model.training.live import D_MODEL_RANGE, HEAD_RANGE, LAYER_RANGE, LENGTH_RANGE, ToySettings
+from model.training.toy_settings import D_MODEL_RANGE, HEAD_RANGE, LAYER_RANGE, LENGTH_RANGE, ToySettings
 from model.training.toy_tasks import TASKS
 
 DEVICES = ("auto", "cpu", "cuda")
@@ -132,7 +132,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("word_order_variant", parse_text, "no-pe", WORD_ORDER_VARIANTS, former_keys=("pe_experiment",)),
     Setting("word_order_stacks", parse_text, list(STACKS), STACKS, multi=True, former_keys=("pe_stacks",)),
     Setting("word_order_seed", int, 0, tuple(range(1000)), former_keys=("pe_seed",)),
-    # the Train view: the toy training's settings (model.training.live.ToySettings) and the head it watches
+    # the Train view: the toy training's settings (model.training.toy_settings.ToySettings) and the head it watches
     Setting("train_task", parse_text, ToySettings.task, tuple(TASKS)),
     Setting("train_shortest", int, ToySettings.shortest, TRAIN_LENGTHS),
     Setting("train_longest", int, ToySettings.longest, TRAIN_LENGTHS),

@@ -31,7 +31,6 @@ from viz.margins import fit_margins
 from viz.pairs import pair_difference_heatmap, pair_heatmaps
 from viz.positional import encoding_norms, positional_curves, positional_matrix, positional_similarity
 from viz.presenter import enlarge
-from viz.quiz import Guess, QuizScore, StepScore, StepTruth, score_step, step_truth, total_score
 from viz.style import ATTENTION_COLORSCALE, chart_config, download_name, power_colorscale
 from viz.tables import FigureTable, describe, figure_tables, table_html, tokenization_table
 from viz.tokens import TokenAttention, display_piece, select_tokens
@@ -46,11 +45,7 @@ __all__ = [
     "AttentionAxes",
     "DecodingStep",
     "FigureTable",
-    "Guess",
     "HandoutSection",
-    "QuizScore",
-    "StepScore",
-    "StepTruth",
     "TokenAttention",
     "ablation_tokens_figure",
     "aggregate_figure",
@@ -96,17 +91,14 @@ __all__ = [
     "word_order_tokens_figure",
     "power_colorscale",
     "probability_change_figure",
-    "score_step",
     "select_tokens",
     "source_share_figure",
     "statistic_grid",
     "step_attention",
     "table_html",
-    "step_truth",
     "token_probabilities",
     "tokenization_table",
     "top_k_figure",
-    "total_score",
     "training_curves",
     "translation_diff_figure",
 ]

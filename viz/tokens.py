@@ -14,11 +14,11 @@ from typing import Any
 
 import numpy as np
 
-from model.tokenizer import WORD_START, word_index
+from model.analysis.words import STRUCTURAL_PIECES, group_pieces, merge_keys, merge_queries, word_text
+from model.tokenizer import WORD_START
 
-# Structural specials: they mark sentence boundaries and padding rather than text, so a view
-# may hide them. <unk> stands for real text the tokenizer could not cover and is never hidden.
-STRUCTURAL_PIECES = ("<s>", "</s>", "<pad>")
+# Structural specials (model.analysis.words.STRUCTURAL_PIECES) may be hidden; <unk> stands for real text the
+# tokenizer could not cover and is never hidden, but is marked like them.
 MARKED_PIECES = (*STRUCTURAL_PIECES, "<unk>")
 CONTINUATION_MARK = "\u00b7"  # "·" before a piece that continues the previous word
 
@@ -43,11 +43,6 @@ def display_piece(piece: str) -> str:
     return html.escape(display_text(piece))
 
 
-def word_text(pieces: Sequence[str]) -> str:
-    """The plain text of a word made of pieces ("▁rid", "ing" -> "riding"); not escaped."""
-    return "".join(pieces).replace(WORD_START, " ").strip() or WORD_START
-
-
 def display_word(pieces: Sequence[str]) -> str:
     """A merged word as an HTML-safe label; a special token stays marked."""
     if len(pieces) == 1 and pieces[0] in MARKED_PIECES:
@@ -62,34 +57,6 @@ def plain_text(label: Any) -> str:
 
 def display_labels(pieces: Sequence[str]) -> list[str]:
     return [display_piece(piece) for piece in pieces]
-
-
-def group_pieces(pieces: Sequence[str]) -> list[list[int]]:
-    """Positions of the pieces of each word, in order (grouping of model.tokenizer.word_index)."""
-    groups: list[list[int]] = []
-    for position, word in enumerate(word_index(list(pieces), STRUCTURAL_PIECES)):
-        if word == len(groups):
-            groups.append([])
-        groups[word].append(position)
-    return groups
-
-
-def merge_keys(weights: np.ndarray, groups: Sequence[Sequence[int]]) -> np.ndarray:
-    """Sum attention over each word's key pieces: (..., keys) -> (..., words).
-
-    Summing keeps each row a distribution: the weight a query gives a word is the weight it
-    gives all of the word's pieces together.
-    """
-    return np.stack([weights[..., list(group)].sum(axis=-1) for group in groups], axis=-1)
-
-
-def merge_queries(weights: np.ndarray, groups: Sequence[Sequence[int]]) -> np.ndarray:
-    """Average attention over each word's query pieces: (..., queries, K) -> (..., words, K).
-
-    Averaging (not summing) keeps each row a distribution: a word's row is the mean of its
-    pieces' rows.
-    """
-    return np.stack([weights[..., list(group), :].mean(axis=-2) for group in groups], axis=-2)
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""Quiz: predict, then reveal. Guesses are kept per sentence, layer and head, and scored by viz.quiz."""
+"""Quiz: predict, then reveal. Guesses are kept per sentence, layer and head, and scored by model.analysis.quiz."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from explorer.state import AVERAGE_HEADS, bind, presenting, write_url_after_frag
 from explorer.views.steps import move_step
 from explorer.widgets import how_to_read, show_figure
 from explorer.wording import escape_markdown, pieces_markdown
+from model.analysis.quiz import Guess, StepTruth, score_step, step_truth, total_score
 from model.heads import head_label, layer_label
-from viz.quiz import Guess, StepTruth, score_step, step_truth, total_score
 from viz.tokens import display_text
 
 

@@ -36,8 +36,9 @@ from explorer.wording import EXERCISE_RESULT, TRAIN_STATES, escape_markdown
 from model.config import POSITIONAL_ENCODINGS
 from model.heads import head_label, head_title, layer_label, module_name
 from model.training.exercises import EXERCISES, Exercise
-from model.training.live import ToyRun, ToySettings
+from model.training.live import ToyRun
 from model.training.pool import JobView
+from model.training.toy_settings import ToySettings
 from model.training.toy_tasks import TASKS
 
 SAVE_ENV = "ATTENTION_EXPLORER_ALLOW_SAVE"  # "1": the Train view may write checkpoints into the checkpoints folder

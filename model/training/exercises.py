@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from model.training.live import ToySettings
+from model.training.toy_settings import ToySettings
 
 
 @dataclass(frozen=True)

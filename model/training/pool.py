@@ -24,7 +24,8 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from model.trace import Trace
-from model.training.live import HistoryPoint, Progress, ToyRun, ToySettings
+from model.training.live import HistoryPoint, Progress, ToyRun
+from model.training.toy_settings import ToySettings
 
 ENDED = ("finished", "cancelled", "failed")
 

@@ -256,3 +256,15 @@ def test_the_layout_check_names_a_missing_module_and_a_stale_entry(tmp_path):
     # export.py is only a word in core.py's description, train.py only a part of pkg.train
     assert unnamed_modules(layout, tmp_path, ("pkg",)) == ["pkg/export.py", "pkg/train.py"]
     assert missing_entries(layout, tmp_path) == ["pkg/other.py"]
+
+
+LONGEST_MODULE = 450  # lines; a longer module holds more than one idea: split it by idea (docs/architecture.md)
+
+
+def test_no_module_of_the_app_is_longer_than_one_idea():
+    """Every module of the app, the model, the figures, the launcher and the benchmarks stays within LONGEST_MODULE
+    lines (the tests are not counted: a test file follows the module it tests)."""
+    folders = ("model", "viz", "explorer", "deploy", "benchmarks")
+    paths = [REPO / "app.py", *(path for folder in folders for path in sorted((REPO / folder).rglob("*.py")))]
+    lengths = {path.relative_to(REPO).as_posix(): len(path.read_text(encoding="utf-8").splitlines()) for path in paths}
+    assert {name: lines for name, lines in lengths.items() if lines > LONGEST_MODULE} == {}

@@ -25,6 +25,7 @@ from explorer.state import AVERAGE_HEADS, SETTINGS_BY_KEY, url_text
 from explorer.wording import card_examples, escape_markdown, no_snapshots
 from model import load_checkpoint
 from model.analysis.head_stats import STATISTICS, batch_head_statistics, readable_cross_head
+from model.analysis.quiz import step_truth
 from model.checkpoint import find_snapshots
 from tests.helpers import (
     APP,
@@ -36,7 +37,6 @@ from tests.helpers import (
     chart_titles,
     plotly_array,
 )
-from viz.quiz import step_truth
 
 EXTERNAL_SCRIPT = re.compile(r"<script\b[^>]*\bsrc\s*=", re.IGNORECASE)
 

@@ -1,4 +1,4 @@
-"""ALTI+ (model.analysis.attribution.alti_plus) re-derived from the paper's definitions, block by block.
+"""ALTI+ (model.analysis.attribution.alti.alti_plus) re-derived from the paper's definitions, block by block.
 
 Ferrando et al. 2022 (docs/attribution.md; the authors' mt-upc/transformer-contributions-nmt, ``out_qv_pre_ln``).
 Nothing here comes from model.analysis: hooks on the real attention modules and layer norms record what every block

@@ -17,9 +17,6 @@ import torch
 from model import load_checkpoint
 from model.analysis.attribution import (
     ATTRIBUTION_METHODS,
-    NORMALISING_EPSILON,
-    ROLLOUT_RESIDUAL,
-    ZERO_CONTRIBUTION,
     Attribution,
     alti_plus,
     attention_baseline,
@@ -28,14 +25,13 @@ from model.analysis.attribution import (
     attributions_from_npz,
     attributions_json,
     attributions_npz,
-    block_contributions,
-    float64_model,
     grad_attention,
     model_attribution,
-    normalised,
-    relevancy,
     value_norm,
 )
+from model.analysis.attribution.alti import ZERO_CONTRIBUTION, block_contributions, float64_model
+from model.analysis.attribution.chefer import NORMALISING_EPSILON, normalised, relevancy
+from model.analysis.attribution.weights import ROLLOUT_RESIDUAL
 from model.capture import capture_attention
 from model.heads import module_name
 from model.layers import MultiHeadAttention

@@ -1,4 +1,4 @@
-"""Chefer, Gur & Wolf's relevancy rules (model.analysis.attribution.relevancy) with non-identity relevance.
+"""Chefer, Gur & Wolf's relevancy rules (model.analysis.attribution.chefer.relevancy) with non-identity relevance.
 
 Identity relevance hides the row normalisation R̄ and the transpose of R̄^tt, and one layer hides the order of the
 products, so every rule is checked here on inputs where it changes the numbers: hand computations, closed forms and a
@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from model.analysis.attribution import NORMALISING_EPSILON, normalised, relevancy, weighted_attention
+from model.analysis.attribution.chefer import NORMALISING_EPSILON, normalised, relevancy, weighted_attention
 
 # --- the paper, step by step (for the random case; loops rather than the module's vectorised helpers) ---
 

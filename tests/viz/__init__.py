@@ -1,1 +1,1 @@
-"""Tests of viz/: the plotly figure builders, the quiz scoring and the handout export (no page, no browser)."""
+"""Tests of viz/: the plotly figure builders and the handout (no page, no browser)."""

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from model.analysis.words import group_pieces, merge_keys, word_text
 from model.trace import Trace
-from viz.tokens import select_tokens
 
 
 @dataclass(frozen=True)
@@ -73,13 +73,14 @@ def step_truth(trace: Trace, step: int, layer: int, head: int | None = None) -> 
         raise ValueError(f"step must be in 0..{trace.n_steps - 1}, not {step}")
     rows = trace.attention_stack("cross")[layer, :, step, :]  # (heads, source pieces)
     row = rows.mean(axis=0) if head is None else rows[head]
-    words = select_tokens(row, None, trace.source_pieces, merge_words=True)
+    groups = group_pieces(trace.source_pieces)
+    weights = merge_keys(row, groups)
     produced = trace.predicted_pieces[step]
     return StepTruth(
         step=step,
-        words=words.key_tokens,
-        weights=words.weights,
-        looked_at=int(np.argmax(words.weights)),
+        words=[word_text([trace.source_pieces[i] for i in group]) for group in groups],
+        weights=weights,
+        looked_at=int(np.argmax(weights)),
         produced=produced,
         candidates=sorted({*trace.topk_pieces[step], produced}),
     )

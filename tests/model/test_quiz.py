@@ -1,12 +1,12 @@
-"""Quiz scoring (viz.quiz) on hand-built traces whose right answers are known by construction."""
+"""Quiz scoring (model.analysis.quiz) on hand-built traces whose right answers are known by construction."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
+from model.analysis.quiz import Guess, QuizScore, StepScore, score_step, step_truth, total_score
 from model.trace import Trace
-from viz.quiz import Guess, QuizScore, StepScore, score_step, step_truth, total_score
 
 SOURCE = ["▁the", "▁dog", "▁run", "s", "</s>"]  # words: the, dog, runs, </s>
 WORDS = ["the", "dog", "runs", "</s>"]
