@@ -24,10 +24,13 @@ from model.training.live import (
     train_toy,
 )
 from model.training.pool import TrainingPool
-from model.training.toy_tasks import TASKS
+from model.training.toy_tasks import TASKS, alignment_scores
 
 # a model small enough to take a few milliseconds a step
 TINY = ToySettings(d_model=16, heads=2, encoder_layers=1, decoder_layers=1, steps=30, eval_every=10, held_out=20)
+# held-out inputs whose cross-attention the exercises' test measures (one input of 3-8 words is too few: one output
+# step read elsewhere, as on another CPU's path, moves its share by an eighth to a third)
+ALIGNMENT_INPUTS = 50
 
 
 @pytest.fixture(scope="module")
@@ -184,25 +187,35 @@ def one_thread():
 def test_each_exercise_shows_what_it_claims(exercise, one_thread):
     """Every "try this" claim of the Train view, trained here with its settings and seed, measured every 50 steps.
     A claim to reach a score is shown once it is reached: the training stops there (a claim never to pass one
-    trains every step)."""
+    trains every step).
+
+    Another CPU sums in another order and a seeded training takes another path (docs/testing.md), so each claim
+    is checked with room. Across seeds 0-2 on one and two threads, the exercises that learn reach their level 100
+    to 150 steps before their last step, and those that never learn stay at or under 6.5% (the ceiling is 10%).
+    When a reverse exercise first reaches 90%, its best head of the last layer reads the mirrored position at 87%
+    or more of the output steps of 50 held-out inputs; 75% is asked, which the same model at step 200 (59% exact)
+    does not reach (69%), nor one without the encoding (22%)."""
     reached = {"done": False}
 
     def note(progress) -> None:
         if exercise.at_least is not None and progress.exact_match is not None:
             reached["done"] = progress.exact_match >= exercise.at_least
 
-    run = train_toy(
-        exercise.settings(steps=exercise.steps, eval_every=50), on_step=note, should_stop=lambda: reached["done"]
-    )
+    settings = exercise.settings(steps=exercise.steps, eval_every=50)
+    run = train_toy(settings, on_step=note, should_stop=lambda: reached["done"])
     measured = [point.exact_match for point in run.history if point.exact_match is not None]
     assert len(measured) == exercise.steps // 50 or reached["done"]
     if exercise.at_least is not None:
         assert max(measured) >= exercise.at_least, (exercise.expect, measured)
     if exercise.at_most is not None:
         assert max(measured) <= exercise.at_most, (exercise.expect, measured)
-    if exercise.at_least is not None and exercise.settings().task == "reverse":
-        # the anti-diagonal: a head of the last layer reads the mirrored position at every step of the example
-        assert max(run.alignment[f"decoder.layers.{exercise.settings().decoder_layers - 1}.cross_attn"]) == 1.0
+    if exercise.at_least is not None and settings.task == "reverse":
+        # the anti-diagonal: a head of the last layer reads the mirrored position at most output steps of held-out
+        # inputs (teacher-forced on the right answer)
+        translator = run.translator()
+        traces = [translator.trace(source, target=target) for source, target in run.held_out[:ALIGNMENT_INPUTS]]
+        last = alignment_scores(TASKS["reverse"], traces)[f"decoder.layers.{settings.decoder_layers - 1}.cross_attn"]
+        assert max(last) >= 0.75, (exercise.expect, last)
 
 
 # --- the pool: processes, a queue, one training per owner ------------------------------------------------------------
