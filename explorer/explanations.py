@@ -152,7 +152,7 @@ EXPLANATIONS: dict[str, str] = {
     "train_steps": "Training stops after this many steps (Stop ends it sooner; Continue adds this many more).",
     "train_continue": "Train the finished model for another budget of steps (change the learning rate or the steps).",
     "train_idle": (
-        "No training yet. Press **Start** to train with the settings on the left, or pick a exercise under "
+        "No training yet. Press **Start** to train with the settings on the left, or pick an exercise under "
         "**Try this**. The curves and the attention appear here."
     ),
     "train_explore": (

@@ -179,9 +179,9 @@ def target_language_picker(translator: Translator) -> str | None:
 
 
 def settings_controls(positions: int, authors: AuthorsDecoding | None) -> tuple[Decoding, TokenStyle]:
-    """Decoding and display settings; presenter mode hides them but keeps their values. ``positions``: the model's
-    (config.max_len), which bounds the output limit. ``authors``: an imported model's own decoding, offered as a
-    preset that replaces the search settings."""
+    """Decoding and display settings; presenter mode, and a view not about the sentence (the Train view), leave them
+    out but keep their values. ``positions``: the model's (config.max_len), which bounds the output limit.
+    ``authors``: an imported model's own decoding, offered as a preset that replaces the search settings."""
     if authors is not None:  # the preset's link only where the preset is: a model trained here has none
         bind("authors_decoding")
     bind("decoding")
@@ -191,7 +191,7 @@ def settings_controls(positions: int, authors: AuthorsDecoding | None) -> tuple[
     for key in TOKEN_STYLE_TOGGLES:
         bind(key)
     as_authors = authors is not None and st.session_state.authors_decoding
-    if not presenting():
+    if not presenting() and sentence_view_chosen():
         st.sidebar.header("Decoding")
         if authors is not None:
             st.sidebar.toggle(
@@ -224,6 +224,13 @@ def settings_controls(positions: int, authors: AuthorsDecoding | None) -> tuple[
             beam_size=state.beam_size if state.decoding == "beam" else 1, max_new_tokens=state.max_new_tokens
         )
     return decoding, TokenStyle(**{key: state[key] for key in TOKEN_STYLE_TOGGLES})
+
+
+def sentence_view_chosen() -> bool:
+    """Whether the view this run draws is about the sentence: the Train view trains its own model, and the sentence's
+    decoding and display settings do not apply to it."""
+    choices = views.choices(presenting())
+    return views.VIEWS[bind("view", choices[0], choices)].about_the_sentence
 
 
 def search_controls(positions: int) -> None:

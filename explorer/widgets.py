@@ -59,11 +59,11 @@ def help_opens(topic: str) -> bool:
     return state.help_open_for == topic and not presenting()
 
 
-def how_to_read(*topics: str, caveat: bool = True) -> str:
-    """The view's "How to read this" panel (open on the first view a session meets: ``help_opens``); returns its
-    text. The first topic names the view."""
+def how_to_read(*topics: str, caveat: bool = True, folded: bool = False) -> str:
+    """The view's "How to read this" panel (open on the first view a session meets: ``help_opens``, unless
+    ``folded``: the view has something of its own to show first); returns its text. The first topic names the view."""
     text = "\n\n".join(EXPLANATIONS[topic] for topic in topics)
-    with st.expander("How to read this", expanded=help_opens(topics[0]), icon=":material/school:"):
+    with st.expander("How to read this", expanded=help_opens(topics[0]) and not folded, icon=":material/school:"):
         st.markdown(text)
         if caveat:
             st.caption(CAVEAT)

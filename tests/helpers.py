@@ -180,7 +180,7 @@ BAD_INPUTS: dict[str, str] = {
 MARKUP_INPUTS = ("HTML and script tags", "markdown")
 # Markup the figure builders add themselves; anything else that looks like a tag came from the text.
 OWN_MARKUP = re.compile(r"<i style='color:#6b6b6b'>|</i>|<br>|</?b>|</?extra>")
-# Text for a handout export: a script, Markdown emphasis and a tag that must all stay text.
+# Text for a handout: a script, Markdown emphasis and a tag that must all stay text.
 HOSTILE = "<script>alert('x')</script> **not bold** & <b>b</b>"
 EXTERNAL_REFERENCE = re.compile(r"""<(?:script|link|img|iframe)\b[^>]*\b(?:src|href)\s*=""", re.IGNORECASE)
 

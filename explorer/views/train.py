@@ -28,13 +28,12 @@ from explorer.state import (
     TRAIN_LEARNING_RATES,
     TRAIN_LENGTHS,
     bind,
-    presenting,
     write_url_after_fragment,
 )
 from explorer.widgets import how_to_read, show_figure
 from explorer.wording import EXERCISE_RESULT, TRAIN_STATES, escape_markdown
 from model.config import POSITIONAL_ENCODINGS
-from model.heads import head_label, head_title, layer_label, module_name
+from model.heads import head_label, layer_label, module_name
 from model.training.exercises import EXERCISES, Exercise
 from model.training.live import ToyRun
 from model.training.pool import JobView
@@ -145,18 +144,22 @@ def reset() -> None:
 
 
 def try_exercise(exercise: Exercise) -> None:
-    """Put a exercise's settings into the widgets (the person presses Start)."""
+    """Put an exercise's settings into the widgets (the person presses Start)."""
     settings = exercise.settings()
     for key, field in SETTING_FIELDS.items():
         st.session_state[key] = getattr(settings, field)
 
 
-def buttons(job: JobView | None, settings: ToySettings) -> None:
-    """Start, Stop, Continue and Reset, each enabled when it can act."""
+def buttons(job: JobView | None, settings: ToySettings, in_a_row: bool = False) -> None:
+    """Start, Stop, Continue and Reset, each enabled when it can act: two by two, or ``in_a_row``."""
     active = job is not None and job.active
     ended_run = job.run if job is not None and not job.active else None
     can_continue = ended_run is not None and ended_run.settings.same_model(settings)
-    first, second = st.columns(2), st.columns(2)
+    if in_a_row:
+        row = st.columns(4)
+        first, second = row[:2], row[2:]
+    else:
+        first, second = st.columns(2), st.columns(2)
     first[0].button("Start", icon=":material/play_arrow:", type="primary", disabled=active, on_click=start,
                     args=(settings,), width="stretch", key="train_start")  # fmt: skip
     first[1].button("Stop", icon=":material/stop:", disabled=not active, on_click=stop, width="stretch",
@@ -227,10 +230,9 @@ def attention_panel(job: JobView) -> None:
     if all_heads:
         figure = viz.alignment_grid(trace, expected, job.alignment)
     else:
-        # on the slide the chart has half the row at a larger font: the whole head title ran under the chart's
-        # toolbar and past its edge, and the pickers right above it name the layer and head
-        title = "Cross-attention" if presenting() else head_title("cross", layer, head)
-        figure = viz.alignment_heatmap(trace, module_name("cross", layer), head, expected, title=title)
+        # the chart has half the row: the whole head title ran under the chart's toolbar, and the pickers right
+        # above it name the layer and head
+        figure = viz.alignment_heatmap(trace, module_name("cross", layer), head, expected, title="Cross-attention")
     show_figure(figure, f"training-{settings.task}-attention")
     st.caption(EXPLANATIONS["train_outline"])
 
@@ -251,17 +253,20 @@ def _live(polling: bool) -> None:
     status_line(job)
     history = job.history
     measured = [point for point in history if point.exact_match is not None]
-    show_figure(
-        viz.training_curves(
-            [point.step for point in history],
-            [point.loss for point in history],
-            [point.step for point in measured],
-            [point.exact_match for point in measured],
-            budget=job.steps,
-        ),
-        f"training-{job.settings.task}-curves",
-    )
-    attention_panel(job)
+    curves, attention = st.columns(2, gap="medium")  # side by side: both on the first screen while it trains
+    with curves:
+        show_figure(
+            viz.training_curves(
+                [point.step for point in history],
+                [point.loss for point in history],
+                [point.step for point in measured],
+                [point.exact_match for point in measured],
+                budget=job.steps,
+            ),
+            f"training-{job.settings.task}-curves",
+        )
+    with attention:
+        attention_panel(job)
     write_url_after_fragment()
 
 
@@ -312,17 +317,32 @@ def finished_panel(run: ToyRun) -> None:
 
 
 def render(ctx: PageContext) -> None:  # noqa: ARG001 - a view's signature; this one trains its own model
-    how_to_read("train", caveat=False)
+    """Before a training: the buttons, settings and exercises beside the idle panel. Once this session has a
+    training, it comes first: the buttons in a row, then its curves beside the watched attention (both on a 1280x800
+    first screen), then the settings (locked while it runs) and the exercises."""
     job = training_pool().view(owner())
-    controls, live = st.columns([2, 3], gap="large")
+    how_to_read("train", caveat=False, folded=job is not None)
+    if job is None:
+        controls, live = st.columns([2, 3], gap="large")
+        with controls:
+            top = st.container()  # the buttons, first on screen, start the settings drawn under them
+            settings = settings_panel(locked=False)
+            bind_watched_head(settings)  # a link keeps them before a training
+            with top:
+                buttons(job, settings)
+            exercises_panel()
+        with live:
+            live_panel(job)
+        return
+    top = st.container()  # the buttons, drawn once the settings under the charts are known
+    live_panel(job)
+    controls, exercises = st.columns([2, 3], gap="large")
     with controls:
-        top = st.container()  # the buttons, first on screen, start the settings drawn under them
-        settings = settings_panel(locked=job is not None and job.active)
-        bind_watched_head(job.settings if job is not None else settings)  # a link keeps them before a training
-        with top:
-            buttons(job, settings)
-            if job is not None and job.run is not None and not job.active:
-                finished_panel(job.run)
+        settings = settings_panel(locked=job.active)
+    bind_watched_head(job.settings)
+    with exercises:
         exercises_panel()
-    with live:
-        live_panel(job)
+    with top:
+        buttons(job, settings, in_a_row=True)
+        if job.run is not None and not job.active:
+            finished_panel(job.run)

@@ -40,15 +40,11 @@ def take_training_screenshot(checkpoints: Path, out: Path, width: int, height: i
 
     with streamlit_server(checkpoints) as url, chromium(Path(tempfile.mkdtemp()), width, height) as driver:
         driver.get(f"{url}/?view=train")
-        click_button(driver, "Start", timeout_s=SERVER_START_LIMIT_S)
-        driver.find_element(By.XPATH, "//summary[.//p[normalize-space(.)='How to read this']]").click()  # fold it
+        click_button(driver, "Start", timeout_s=SERVER_START_LIMIT_S)  # the help folds: the training comes first
         WebDriverWait(driver, TRAINING_LIMIT_S).until(
             lambda d: "budget" in d.find_element(By.CSS_SELECTOR, "[data-testid='stProgress']").text
         )
-        time.sleep(2)
-        driver.execute_script("document.querySelector('[data-testid=\"stProgress\"]').scrollIntoView()")
-        driver.execute_script("document.querySelector('[data-testid=\"stMain\"]').scrollBy(0, -60)")
-        time.sleep(1)
+        time.sleep(2)  # the first screen as the class sees it: buttons, progress, curves beside the attention
         out.parent.mkdir(parents=True, exist_ok=True)
         driver.save_screenshot(str(out))
 

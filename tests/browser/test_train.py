@@ -39,7 +39,8 @@ def curve_points(driver) -> int:
 def heatmap_weights(driver) -> str:
     """The watched head's weights as text: they change as the model learns."""
     return driver.execute_script(
-        "const gd = [...document.querySelectorAll('.js-plotly-plot')].find(g => g.layout.title.text.includes('head'));"
+        "const gd = [...document.querySelectorAll('.js-plotly-plot')]"
+        ".find(g => g.layout.title.text === 'Cross-attention');"
         "return gd ? JSON.stringify(gd.data[0].z) : '';"
     )
 

@@ -96,6 +96,7 @@ def test_the_view_opens_on_its_settings_and_exercises_without_the_translation(ch
     assert not errors(app)
     assert app.selectbox(key="train_task").value == "reverse"
     assert not any("Translation" in m.value for m in app.markdown)  # the view is not about the sentence
+    assert [header.value for header in app.sidebar.header] == ["Model"]  # nor are the decoding and display settings
     exercises = [b for b in app.button if b.key.startswith("train_exercise_")]
     assert len(exercises) >= 5
     exercises[2].click().run()  # copy without the positional encoding
@@ -104,12 +105,19 @@ def test_the_view_opens_on_its_settings_and_exercises_without_the_translation(ch
     assert "train_positional=none" in "&".join(f"{k}={v}" for k, v in app.query_params.items())
 
 
+def help_panel_open(app) -> bool:
+    (panel,) = [expander for expander in app.expander if expander.label == "How to read this"]
+    return panel.proto.expanded
+
+
 @pytest.mark.slow
 def test_a_training_is_watched_stopped_continued_and_explored(checkpoints, monkeypatch, fresh_pool):
     app = train_page(checkpoints, monkeypatch, train_steps=20_000, **TINY_MODEL)
+    assert help_panel_open(app)  # the first view met: how to read it comes first
     button(app, "train_start").click().run()
     assert_ok(app)
     assert button(app, "train_start").disabled and not button(app, "train_stop").disabled
+    assert not help_panel_open(app)  # now the training does: its curves and attention on the first screen
     seen = set()
     rerun_until(app, lambda page: len(chart_titles(page)) == 2 and "exact match" in progress_text(page))
     for _ in range(3):  # the curve and the attention change while it trains
@@ -117,13 +125,13 @@ def test_a_training_is_watched_stopped_continued_and_explored(checkpoints, monke
         rerun_until(app, lambda page, before=before: progress_text(page) != before)
         seen.add(progress_text(app))
     assert len(seen) == 3
-    # presenter mode opens on another view and back: the settings it trains with stay (it continues below), and on
-    # the slide the attention's title is short enough for half the row
+    # presenter mode opens on another view and back: the settings it trains with stay (it continues below), and the
+    # attention's title is short enough for half the row (the pickers above it name the layer and head)
     app.toggle(key="presenter").set_value(True).run()
     app.sidebar.segmented_control(key="view").set_value("train").run()
     assert "Cross-attention" in chart_titles(app)
     app.toggle(key="presenter").set_value(False).run()
-    assert app.session_state.view == "train" and any(title.startswith("Decoder layer") for title in chart_titles(app))
+    assert app.session_state.view == "train" and "Cross-attention" in chart_titles(app)
     assert app.selectbox(key="train_d_model").value == TINY_MODEL["train_d_model"]
     button(app, "train_stop").click().run()
     rerun_until(app, lambda page: not button(page, "train_continue").disabled)
