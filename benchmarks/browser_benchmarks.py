@@ -132,7 +132,7 @@ def _head_change(driver, heads: list[int], index: int) -> float:
 
 def _view_switch(driver, index: int) -> float:
     """To the encoder's self-attention view and back, in turn."""
-    from tests.helpers import click_button
+    from tests.browser_helpers import click_button
 
     if index % 2 == 0:
         wanted = lambda title: title.startswith("Encoder") and "self-attention" in title  # noqa: E731
@@ -142,7 +142,7 @@ def _view_switch(driver, index: int) -> float:
 
 def _step(driver, index: int) -> float:
     """Next to step 2, then Previous to step 1, in turn."""
-    from tests.helpers import click_button
+    from tests.browser_helpers import click_button
 
     button, step = ("Next", 2) if index % 2 == 0 else ("Previous", 1)
     return _rerun(driver, lambda: click_button(driver, button), _starts(f"Step {step}:"))
@@ -159,7 +159,7 @@ def _starts(prefix: str) -> Callable[[str], bool]:
 @contextmanager
 def _page(script: Path, checkpoints: Path) -> Iterator[tuple[object, str]]:
     """A server of ``script`` reading ``checkpoints`` and a browser to time it in: (driver, URL)."""
-    from tests.helpers import chromium, streamlit_server
+    from tests.browser_helpers import chromium, streamlit_server
 
     with (
         streamlit_server(checkpoints, script=script) as url,
@@ -190,7 +190,7 @@ def _compare(
     """The page and the bare page, each in its own server and browser, timed in turns: (ours, bare) samples of a new
     page's first heatmap (the first load cold, then ``loads`` warm), an edit per sentence, then ``interactions`` head
     changes, view switches and decoding steps on the page, each beside as many head changes on the bare page."""
-    from tests.helpers import click_button
+    from tests.browser_helpers import click_button
 
     with _page(REPO / "app.py", checkpoints) as (ours, ours_url), _page(BARE_PAGE, checkpoints) as (bare, bare_url):
         measured: dict[str, tuple[object, object]] = {"cold": (_open(ours, ours_url), _open(bare, bare_url))}
@@ -231,7 +231,7 @@ def browser_times(ctx: Context, names: tuple[str, ...]) -> list[Record]:
     """first_heatmap_ms (a new page on a warm server), edit_redraw_ms (Enter to redrawn heatmap), head_switch_ms,
     view_switch_ms and step_redraw_ms, each against a bare Streamlit page with one heatmap measured in the same run;
     edit_overhead_ms (an edit minus the model's own trace) on the subject and on a model of opus-mt-en-de's shape."""
-    from tests.helpers import missing_browser
+    from tests.browser_helpers import missing_browser
 
     reason = missing_browser()
     if reason:

@@ -231,7 +231,7 @@ def _shown_exact_match(driver) -> float:
 
 def browser_live(ctx: Context, names: tuple[str, ...]) -> list[Record]:
     """live_browser_reverse_s, live_refresh_s and live_click_ms in headless Chromium on a real server."""
-    from tests.helpers import chromium, missing_browser, streamlit_server
+    from tests.browser_helpers import chromium, missing_browser, streamlit_server
 
     reason = missing_browser()
     if reason:

@@ -1,7 +1,7 @@
 """Starting a real `streamlit run app.py` server (a free port, waiting for /_stcore/health), or several behind nginx
 (``python -m deploy.launch``).
 
-Shared by the server benchmarks and the browser test suite (tests/helpers.py, tests/browser/test_replicas.py).
+Shared by the server benchmarks and the browser test suite (tests/browser_helpers.py, tests/browser/test_replicas.py).
 """
 
 from __future__ import annotations

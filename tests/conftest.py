@@ -1,8 +1,8 @@
 """Shared fixtures: small random models and a tokenizer trained here on text the test writes, and the fixtures
 that tests of several layers need (a module-scoped fixture gives each test module its own instance).
 
-Plain helpers (small_config, toy_sentences, BAD_INPUTS, the AppTest and Chromium helpers) live in
-tests/helpers.py.
+Plain helpers live in tests/helpers.py (small_config, toy_sentences, BAD_INPUTS), tests/app_helpers.py,
+tests/browser_helpers.py and tests/marian_helpers.py.
 """
 
 from __future__ import annotations
@@ -31,8 +31,10 @@ from tests.helpers import (
     WORD_START,
     hand_trace,
     random_model,
-    run_importer,
     toy_sentences,
+)
+from tests.marian_helpers import (
+    run_importer,
     transformers_or_skip,
     write_separate_tokenizer_files,
     write_tokenizer_files,
@@ -62,7 +64,7 @@ def translator(tiny_checkpoint) -> Translator:
 @pytest.fixture(scope="session")
 def browser_ready() -> None:
     """Skip a browser test where headless Chromium is missing; in CI (CI=true) a missing browser fails it."""
-    from tests.helpers import missing_browser
+    from tests.browser_helpers import missing_browser
 
     reason = missing_browser()
     if reason and os.environ.get("CI") == "true":

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from benchmarks.proxy_load import class_of
-from tests.helpers import free_port, streamlit_server
+from benchmarks.server import free_port
+from tests.browser_helpers import streamlit_server
 
 
 def test_sessions_that_cannot_connect_are_each_reported_as_an_error():

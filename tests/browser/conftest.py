@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.helpers import streamlit_server
+from tests.browser_helpers import streamlit_server
 
 
 @pytest.fixture(scope="module")

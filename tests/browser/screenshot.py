@@ -13,7 +13,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from tests.helpers import REPO, SERVER_START_LIMIT_S, chromium, click_button, streamlit_server
+from tests.browser_helpers import SERVER_START_LIMIT_S, chromium, click_button, streamlit_server
+from tests.helpers import REPO
 
 TRAINING_LIMIT_S = 120  # the default reverse training takes well under that on two cores
 

@@ -27,7 +27,8 @@ from tests.browser.pages import (
     translation_text,
     wait_until,
 )
-from tests.helpers import REPO, chromium, click_button, streamlit_server
+from tests.browser_helpers import chromium, click_button, streamlit_server
+from tests.helpers import REPO
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 

@@ -35,7 +35,8 @@ from tests.browser.pages import (
     wait_for_run_end,
     wait_until,
 )
-from tests.helpers import BAD_INPUTS, REPO, chromium, click_button, streamlit_server
+from tests.browser_helpers import chromium, click_button, streamlit_server
+from tests.helpers import BAD_INPUTS, REPO
 from viz.tokens import display_labels
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import chromium, click_button, streamlit_server
+from tests.browser_helpers import chromium, click_button, streamlit_server
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 

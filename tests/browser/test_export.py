@@ -14,7 +14,9 @@ from xml.etree import ElementTree
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from tests.helpers import APP, CHECKPOINTS_ENV, EXTERNAL_REFERENCE, HOSTILE, assert_ok, chart_titles, chromium
+from tests.app_helpers import assert_ok, chart_titles
+from tests.browser_helpers import chromium
+from tests.helpers import APP, CHECKPOINTS_ENV, EXTERNAL_REFERENCE, HOSTILE
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 

@@ -11,9 +11,10 @@ import time
 
 import pytest
 
+from benchmarks.server import free_port
 from model.trace import Trace
 from tests.browser.pages import READ_PAGE, console_errors, driver_sentence, in_parallel, shows, wait_until
-from tests.helpers import chromium, click_button, free_port, streamlit_server
+from tests.browser_helpers import chromium, click_button, streamlit_server
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 

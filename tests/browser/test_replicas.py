@@ -21,7 +21,8 @@ from benchmarks.server import lecture_hall
 from deploy.launch import answers
 from model.trace import Trace
 from tests.browser.pages import console_errors, in_parallel, shows, wait_until
-from tests.helpers import CHECKPOINTS_ENV, chromium, click_button, need_nginx
+from tests.browser_helpers import chromium, click_button, need_nginx
+from tests.helpers import CHECKPOINTS_ENV
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from tests.browser.pages import chart, console_errors, wait_until
-from tests.helpers import REPO, chromium, click_button
+from tests.browser_helpers import chromium, click_button
+from tests.helpers import REPO
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 

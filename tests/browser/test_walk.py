@@ -18,7 +18,8 @@ import pytest
 from explorer import views
 from tests.browser.pages import in_parallel, load_page
 from tests.browser.walk import Walk, walk_page
-from tests.helpers import REPO, chromium, streamlit_server
+from tests.browser_helpers import chromium, streamlit_server
+from tests.helpers import REPO
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 

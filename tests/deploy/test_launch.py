@@ -18,8 +18,10 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.server import free_port
 from deploy import launch
-from tests.helpers import REPO, free_port, need_nginx
+from tests.browser_helpers import need_nginx
+from tests.helpers import REPO
 
 
 def run_launcher(*arguments: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:

@@ -22,10 +22,7 @@ from model.checkpoint import read_card
 from model.decoding.search import DEFAULT_BEAM_SIZE
 from model.heads import head_title
 from model.translator import Translator
-from tests.helpers import (
-    APP,
-    CHECKPOINTS_ENV,
-    REPO,
+from tests.app_helpers import (
     assert_ok,
     chart_specs,
     chart_titled,
@@ -36,6 +33,7 @@ from tests.helpers import (
     read_table,
     shown_tokenization,
 )
+from tests.helpers import APP, CHECKPOINTS_ENV, REPO
 from viz.tokens import display_labels, plain_text
 
 SHORT_SENTENCE = "the girl sits."

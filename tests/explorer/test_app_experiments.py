@@ -35,11 +35,7 @@ from model.analysis.word_order import compare_word_order, shuffle_source_words
 from model.card import Card
 from model.checkpoint import read_card
 from model.heads import HeadRef
-from tests.helpers import (
-    APP,
-    CHECKPOINTS_ENV,
-    REPO,
-    SENTENCE,
+from tests.app_helpers import (
     assert_ok,
     chart_specs,
     chart_titled,
@@ -48,6 +44,7 @@ from tests.helpers import (
     plotly_array,
     shown_tokenization,
 )
+from tests.helpers import APP, CHECKPOINTS_ENV, REPO, SENTENCE
 from viz.head_stats import statistic_grid
 
 SECOND = "a woman rides a red bike in the park."

@@ -25,19 +25,8 @@ from model import Transformer, load_checkpoint
 from model.analysis.attribution import ATTRIBUTION_METHODS, attributions_from_npz
 from model.checkpoint import save_checkpoint, scan_checkpoints
 from model.tokenizer import Tokenizer, train_sentencepiece
-from tests.helpers import (
-    APP,
-    BAD_INPUTS,
-    CHECKPOINTS_ENV,
-    MARKUP_INPUTS,
-    OWN_MARKUP,
-    assert_ok,
-    chart_titles,
-    open_details,
-    shown_tokenization,
-    small_config,
-    toy_sentences,
-)
+from tests.app_helpers import assert_ok, chart_titles, open_details, shown_tokenization
+from tests.helpers import APP, BAD_INPUTS, CHECKPOINTS_ENV, MARKUP_INPUTS, OWN_MARKUP, small_config, toy_sentences
 
 MAX_OUTPUT = 4  # the sidebar's "Max output tokens": keeps each run short
 TRUNCATION_NOTICE = re.compile(r"The sentence has (\d+) pieces; only the first (\d+) fit the model and were used\.")

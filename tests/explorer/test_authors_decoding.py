@@ -9,7 +9,8 @@ import shutil
 from streamlit.testing.v1 import AppTest
 
 from model import load_checkpoint
-from tests.helpers import APP, CHECKPOINTS_ENV, REPO, assert_ok
+from tests.app_helpers import assert_ok
+from tests.helpers import APP, CHECKPOINTS_ENV, REPO
 
 SHIPPED = REPO / "checkpoints" / "multi30k-en-de"
 

@@ -27,16 +27,8 @@ from model import load_checkpoint
 from model.analysis.head_stats import STATISTICS, batch_head_statistics, readable_cross_head
 from model.analysis.quiz import step_truth
 from model.checkpoint import find_snapshots
-from tests.helpers import (
-    APP,
-    CHECKPOINTS_ENV,
-    SENTENCE,
-    assert_ok,
-    chart_specs,
-    chart_titled,
-    chart_titles,
-    plotly_array,
-)
+from tests.app_helpers import assert_ok, chart_specs, chart_titled, chart_titles, plotly_array
+from tests.helpers import APP, CHECKPOINTS_ENV, SENTENCE
 
 EXTERNAL_SCRIPT = re.compile(r"<script\b[^>]*\bsrc\s*=", re.IGNORECASE)
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from streamlit.testing.v1 import AppTest
 
-from tests.helpers import APP, CAT, CHECKPOINTS_ENV, DEFAULT_CHECKPOINT, UNLIKE_CAPTIONS, assert_ok
+from tests.app_helpers import assert_ok
+from tests.helpers import APP, CAT, CHECKPOINTS_ENV, DEFAULT_CHECKPOINT, UNLIKE_CAPTIONS
 
 # shipped_en_de (tests/conftest.py) skips these tests where checkpoints/multi30k-en-de is not shipped
 

@@ -11,7 +11,8 @@ from streamlit.testing.v1 import AppTest
 
 from model import load_checkpoint
 from model.tokenizer import load_sentencepiece
-from tests.helpers import APP, CHECKPOINTS_ENV, assert_ok, chart_specs, chart_titles, open_details, shown_tokenization
+from tests.app_helpers import assert_ok, chart_specs, chart_titles, open_details, shown_tokenization
+from tests.helpers import APP, CHECKPOINTS_ENV
 
 
 def test_the_imported_checkpoint_opens_in_the_app_and_shows_its_heatmaps(marian, tmp_path, monkeypatch):

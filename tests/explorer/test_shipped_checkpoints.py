@@ -9,7 +9,8 @@ from __future__ import annotations
 from streamlit.testing.v1 import AppTest
 
 from explorer import views
-from tests.helpers import APP, assert_ok, chart_titles
+from tests.app_helpers import assert_ok, chart_titles
+from tests.helpers import APP
 
 
 def test_every_view_draws_the_shipped_model(shipped_model):

@@ -12,7 +12,8 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from explorer.compute import TRAININGS_ENV, training_pool
-from tests.helpers import APP, CHECKPOINTS_ENV, assert_ok, chart_titles
+from tests.app_helpers import assert_ok, chart_titles
+from tests.helpers import APP, CHECKPOINTS_ENV
 
 # the test reaches the page's training pool from outside a Streamlit run, which Streamlit's caches warn about per call
 logging.getLogger("streamlit.runtime.caching.cache_data_api").setLevel(logging.ERROR)

@@ -15,17 +15,8 @@ from explorer.state import Setting, parse_bool
 from explorer.views.experiments import EXPERIMENTS
 from model import Transformer, load_checkpoint
 from model.checkpoint import save_checkpoint
-from tests.helpers import (
-    APP,
-    CHECKPOINTS_ENV,
-    SENTENCE,
-    assert_ok,
-    chart_titled,
-    chart_titles,
-    component_data,
-    plotly_array,
-    small_config,
-)
+from tests.app_helpers import assert_ok, chart_titled, chart_titles, component_data, plotly_array
+from tests.helpers import APP, CHECKPOINTS_ENV, SENTENCE, small_config
 
 CHECKPOINT_ENV = "VIEW_TEST_CHECKPOINT"  # how the test hands its checkpoint to the script below
 OPUS_MT_SHAPE = {"n_encoder_layers": 6, "n_decoder_layers": 6, "n_heads": 8}  # opus-mt-en-de's; d_model stays small

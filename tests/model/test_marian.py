@@ -25,28 +25,29 @@ from model.checkpoint import CheckpointError, read_card
 from model.decoding.search import greedy_decode
 from model.interop.marian import import_marian
 from model.tokenizer import Tokenizer
-from tests.helpers import (
-    REPO,
-    assert_attention_equal,
-    german,
-    logits_of_both,
-    run_importer,
-    write_tokenizer_files,
-)
+from tests.helpers import REPO
+from tests.marian_helpers import assert_attention_equal, german, logits_of_both, run_importer, write_tokenizer_files
 
 SENTENCES = ["a man rides a blue bike.", "two young dogs play in the snow.", ">>de<< the cat sits.", "Zürich ✓ park"]
 
 
-def test_source_ids_equal_marian_tokenizers(marian):
-    _, hf_tokenizer, _, out = marian
+@pytest.fixture(params=["marian", "marian_separate"])
+def either_marian(request):
+    """Each tiny MarianMT model in turn: one vocabulary for both sides (marian), and one per side (marian_separate,
+    whose own tests are in test_marian_separate_vocabs.py)."""
+    return request.getfixturevalue(request.param)
+
+
+def test_source_ids_equal_marian_tokenizers(either_marian):
+    _, hf_tokenizer, _, out = either_marian
     translator = load_checkpoint(out, device="cpu")
     for text in SENTENCES:
         assert translator.source_ids(text).ids == hf_tokenizer(text).input_ids, text
     assert hf_tokenizer(">>de<< a dog").input_ids[0] == translator.tokenizer.vocab[">>de<<"]
 
 
-def test_logits_and_every_heads_attention_equal_hugging_faces(marian):
-    hf_model, hf_tokenizer, _, out = marian
+def test_logits_and_every_heads_attention_equal_hugging_faces(either_marian):
+    hf_model, hf_tokenizer, _, out = either_marian
     translator = load_checkpoint(out, device="cpu")
     model = translator.model
     assert model.config.bos_id is None and model.config.start_id == model.config.pad_id
@@ -57,14 +58,15 @@ def test_logits_and_every_heads_attention_equal_hugging_faces(marian):
         expected = hf_model(input_ids=src, decoder_input_ids=tgt, output_attentions=True)
     with torch.inference_mode(), capture_attention(model) as capture:
         logits = model(src, tgt)
+    assert logits.shape[-1] == hf_model.config.decoder_vocab_size  # the output covers the target vocabulary
     torch.testing.assert_close(logits, expected.logits, atol=1e-4, rtol=0)
     with torch.inference_mode():  # the fused path (nothing captured) agrees too
         torch.testing.assert_close(model(src, tgt), expected.logits, atol=1e-4, rtol=0)
     assert_attention_equal(capture, expected)  # 2 encoder and 3 decoder layers
 
 
-def test_greedy_translations_equal_generate(marian):
-    hf_model, hf_tokenizer, _, out = marian
+def test_greedy_translations_equal_generate(either_marian):
+    hf_model, hf_tokenizer, _, out = either_marian
     translator = load_checkpoint(out, device="cpu")
     pad = hf_model.config.pad_token_id
     for text in SENTENCES:
@@ -75,7 +77,7 @@ def test_greedy_translations_equal_generate(marian):
             )[0].tolist()
         ids = greedy_decode(translator.model, src, max_new_tokens=30)[0]
         assert ids == [token for token in generated[1:] if token != pad], text
-        expected = hf_tokenizer.decode(generated, skip_special_tokens=True)
+        expected = hf_tokenizer.decode(generated[1:], skip_special_tokens=True)  # after the start token
         assert translator.tokenizer.decode(ids) == expected
         assert translator.translate(text, beam_size=1, max_new_tokens=30) == expected
 

@@ -22,7 +22,7 @@ from model.decoding.authors import authors_decoding
 from model.decoding.scoring import Scoring
 from model.decoding.search import beam_search, greedy_decode
 from model.interop.marian import import_marian
-from tests.helpers import transformers_or_skip
+from tests.marian_helpers import transformers_or_skip
 
 SENTENCES = [
     "a man rides a blue bike.",

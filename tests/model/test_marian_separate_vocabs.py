@@ -20,18 +20,16 @@ import torch
 from model import capture_attention, load_checkpoint
 from model.checkpoint import CheckpointError, read_card, save_checkpoint
 from model.config import TransformerConfig
-from model.decoding.search import greedy_decode
 from model.interop.marian import import_marian
 from model.tokenizer import Tokenizer
 from model.training.data import encode_examples
 from model.training.validation import validation_loss
-from tests.helpers import (
+from tests.helpers import small_config, toy_sentences
+from tests.marian_helpers import (
     assert_attention_equal,
     assert_validation_loss_is_per_sentence,
     german,
     logits_of_both,
-    small_config,
-    toy_sentences,
     write_separate_tokenizer_files,
 )
 
@@ -81,24 +79,6 @@ def test_target_ids_decode_and_name_their_pieces_as_marian_tokenizer_does(marian
 # --- the model ---
 
 
-def test_logits_and_every_heads_attention_equal_hugging_faces(marian_separate):
-    hf_model, hf_tokenizer, _, out = marian_separate
-    model = load_checkpoint(out, device="cpu").model
-    _, start = hugging_face_special_ids(hf_model)
-    src = torch.tensor([hf_tokenizer(SENTENCES[1]).input_ids])
-    target = hf_tokenizer(text_target=german(SENTENCES[1])).input_ids
-    tgt = torch.tensor([[start, *target[:-1]]])
-    with torch.no_grad():
-        expected = hf_model(input_ids=src, decoder_input_ids=tgt, output_attentions=True)
-    with torch.inference_mode(), capture_attention(model) as capture:
-        logits = model(src, tgt)
-    assert logits.shape[-1] == hf_model.config.decoder_vocab_size  # the output covers the target vocabulary
-    torch.testing.assert_close(logits, expected.logits, atol=1e-4, rtol=0)
-    with torch.inference_mode():  # the fused path (nothing captured) agrees too
-        torch.testing.assert_close(model(src, tgt), expected.logits, atol=1e-4, rtol=0)
-    assert_attention_equal(capture, expected)
-
-
 def test_a_batch_padded_on_the_source_side_equals_hugging_faces(marian_separate):
     """Two sources of different lengths, padded with the source's <pad> as MarianTokenizer pads them: the padded keys
     are hidden as Hugging Face's attention_mask hides them (the target's <pad> is an ordinary source piece)."""
@@ -121,23 +101,6 @@ def test_a_batch_padded_on_the_source_side_equals_hugging_faces(marian_separate)
         logits = model(batch.input_ids, tgt)
     torch.testing.assert_close(logits, expected.logits, atol=1e-4, rtol=0)
     assert_attention_equal(capture, expected)
-
-
-def test_greedy_translations_equal_generate(marian_separate):
-    hf_model, hf_tokenizer, _, out = marian_separate
-    translator = load_checkpoint(out, device="cpu")
-    pad, _ = hugging_face_special_ids(hf_model)
-    for text in SENTENCES:
-        src = torch.tensor([hf_tokenizer(text).input_ids])
-        with torch.no_grad():
-            generated = hf_model.generate(
-                src, num_beams=1, do_sample=False, max_new_tokens=30, bad_words_ids=[[pad]], forced_eos_token_id=None
-            )[0].tolist()
-        ids = greedy_decode(translator.model, src, max_new_tokens=30)[0]
-        assert ids == generated[1:], text  # after the start token
-        expected = hf_tokenizer.decode(generated[1:], skip_special_tokens=True)
-        assert translator.tokenizer.decode(ids) == expected
-        assert translator.translate(text, beam_size=1, max_new_tokens=30) == expected
 
 
 def test_a_batch_of_sources_translates_as_hugging_faces_batched_generate(marian_separate):

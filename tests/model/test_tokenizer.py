@@ -23,7 +23,8 @@ from model.tokenizer import (
     train_sentencepiece,
     word_index,
 )
-from tests.helpers import german, toy_sentences, write_tokenizer_files
+from tests.helpers import toy_sentences
+from tests.marian_helpers import german, write_tokenizer_files
 
 ENGLISH = toy_sentences(400)
 GERMAN_TEXT = "der Mann reitet ein Mädchen"
@@ -308,7 +309,7 @@ def test_a_language_code_leads_the_sentence_once():
 
 
 def test_language_codes_are_the_vocabularys_code_pieces_in_order(tmp_path):
-    from tests.helpers import write_tokenizer_files
+    from tests.marian_helpers import write_tokenizer_files
 
     write_tokenizer_files(tmp_path)
     assert Tokenizer.load_marian(tmp_path).language_codes() == ["de", "fr"]

@@ -19,7 +19,8 @@ from model.training.options import parse_arguments, run_arguments
 from model.training.state import STATE_FILE, load_state, save_state
 from model.training.validation import greedy_bleu
 from model.transformer import Transformer
-from tests.helpers import assert_validation_loss_is_per_sentence, small_config, toy_sentences
+from tests.helpers import small_config, toy_sentences
+from tests.marian_helpers import assert_validation_loss_is_per_sentence
 
 
 def test_a_saved_state_restores_the_weights_the_optimiser_and_the_random_generator(tmp_path):

@@ -9,7 +9,8 @@ import numpy as np
 import plotly.graph_objects as go
 
 import viz
-from tests.helpers import HOSTILE, read_table
+from tests.app_helpers import read_table
+from tests.helpers import HOSTILE
 from viz.tables import MISSING, cell_text, describe, figure_tables, table_html
 
 SOURCE = ["▁A", "▁dog", "▁runs", "</s>"]
