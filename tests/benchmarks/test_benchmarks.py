@@ -66,6 +66,7 @@ EXPECTED = {
     "train_tokens_per_s_1536",
     "train_tokens_per_s_bf16",
     "live_reverse_s",
+    "live_browser_reverse_s",
     "live_refresh_s",
     "live_click_ms",
     "classroom_training_p95_ms",
