@@ -107,13 +107,16 @@ def _probe_hook(module: Probe, inputs: tuple[torch.Tensor, ...], output: torch.T
 
 def attach_probes(model: nn.Module) -> None:
     """Name every probe after its owning module, mark it as the model's and register the hook, once."""
-    model.capture_token = object()  # what a capture of this model compares its probes with
+    token = object()  # what a capture of this model compares its probes with
+    # capture_token and probes_attached are plain attributes: nn.Module keeps any value, though torch annotates its
+    # __setattr__ for tensors and modules only
+    model.capture_token = token  # type: ignore[assignment]
     for name, module in model.named_modules():
         if isinstance(module, Probe) and not module.owner_name:
             module.owner_name = name.rpartition(".")[0]
-            module.model_token = model.capture_token
+            module.model_token = token
             module.register_forward_hook(_probe_hook)
-    model.probes_attached = True
+    model.probes_attached = True  # type: ignore[assignment]
 
 
 def _require_probes(model: nn.Module | None) -> None:

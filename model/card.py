@@ -18,7 +18,7 @@ import functools
 import json
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
 from typing import Any, TypeVar
@@ -243,11 +243,15 @@ class Card(Section):
         return [TrainingRun(command=self.train_command, **{name: getattr(self, name) for name in fields_of_run})]
 
 
-@functools.cache
-def _schema(cls: type) -> dict[str, Any]:
+def _read_schema(cls: type) -> dict[str, Any]:
     """The JSON keys a section class models and their types (its dataclass fields, without extra and order)."""
     hints = typing.get_type_hints(cls)
     return {f.name: hints[f.name] for f in fields(cls) if f.name not in ("extra", "order")}
+
+
+# _read_schema, cached. Annotated: functools.cache's wrapper is typed to take any hashable arguments, which hides the
+# signature, and mypy does not count a class as hashable (python/mypy#11470)
+_schema: Callable[[type], dict[str, Any]] = functools.cache(_read_schema)
 
 
 def _required(cls: type, name: str) -> bool:

@@ -25,7 +25,7 @@ from safetensors.torch import load_model, save_model
 
 from model.card import Card, InitialWeights
 from model.config import TransformerConfig
-from model.tokenizer import Tokenizer
+from model.tokenizer import SpecialName, Tokenizer
 from model.transformer import Transformer
 from model.translator import Translator
 
@@ -118,8 +118,11 @@ def save_checkpoint(
     card = dataclasses.replace(card) if isinstance(card, Card) else Card.from_dict(card or {})  # the caller's stays
     if card.parameters is None:
         card.parameters = model.num_parameters()
-    digest = weights_digest(model) if half and initial_seed is not None else None
-    if digest is not None and digest == weights_digest(initial_model(model.config, initial_seed)):
+    if (
+        half
+        and initial_seed is not None
+        and (digest := weights_digest(model)) == weights_digest(initial_model(model.config, initial_seed))
+    ):
         card.initial_weights = InitialWeights(seed=initial_seed, dtype="float16", sha256=digest)
         (folder / "model.safetensors").unlink(missing_ok=True)
     else:
@@ -170,7 +173,9 @@ def build_model(folder: Path) -> tuple[Transformer, Tokenizer]:
                 f"but config.json says {size}"
             )
         special = tokenizer.special_ids(side)
-        names = ("pad_id", "bos_id", "eos_id", "unk_id") if tokenizer.marian else ("pad_id", "bos_id", "eos_id")
+        names: tuple[SpecialName, ...] = (
+            ("pad_id", "bos_id", "eos_id", "unk_id") if tokenizer.marian else ("pad_id", "bos_id", "eos_id")
+        )
         for name, value in ((name, special[name]) for name in names):
             # sources are padded with source_pad_id: pad_id, unless the source vocabulary has a pad of its own
             own_pad = (side, name) == ("source", "pad_id") and config.source_pad_id != config.pad_id

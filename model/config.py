@@ -62,8 +62,9 @@ class TransformerConfig:
     decoder_start_id: int | None = None  # first decoder input; None: bos_id. May equal pad_id: it is never masked
     # the id that pads sources and marks the source keys attention hides. Given only when the source vocabulary is not
     # the target's (a MarianMT model with separate vocabularies puts <pad> last in each, so two sizes give two pad
-    # ids); None becomes pad_id, and config.json leaves it out then, as older configs do
-    source_pad_id: int | None = None
+    # ids). Left out (None), __post_init__ makes it pad_id, so it is always an int to read; config.json leaves it out
+    # then, as older configs do
+    source_pad_id: int = None  # type: ignore[assignment]  # None is only "not given": never read as None
     # dropout on the attention probabilities and inside the feed-forward network (after its activation); None:
     # ``dropout`` (also what a config.json without them means). fairseq's transformer recipes set both to 0.
     attention_dropout: float | None = None
@@ -72,26 +73,44 @@ class TransformerConfig:
     def __post_init__(self) -> None:
         if self.source_pad_id is None:
             object.__setattr__(self, "source_pad_id", self.pad_id)
+        problems = [
+            *self._architecture_problems(),
+            *self._vocabulary_problems(),
+            *self._range_problems(),
+            *self._special_id_problems(),
+        ]
+        if problems:
+            raise ValueError("invalid TransformerConfig: " + "; ".join(problems))
+
+    def _architecture_problems(self) -> list[str]:
+        """Heads that do not divide d_model, and options outside their choices."""
         problems = []
         if self.d_model % self.n_heads:
             problems.append(f"d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads})")
-        if self.activation not in ACTIVATIONS:
-            problems.append(f"activation must be one of {', '.join(ACTIVATIONS)}, not {self.activation!r}")
-        if self.positional_encoding not in POSITIONAL_ENCODINGS:
-            problems.append(
-                f"positional_encoding must be one of {', '.join(POSITIONAL_ENCODINGS)}, "
-                f"not {self.positional_encoding!r}"
-            )
-        if self.positional_layout not in POSITIONAL_LAYOUTS:
-            problems.append(
-                f"positional_layout must be one of {', '.join(POSITIONAL_LAYOUTS)}, not {self.positional_layout!r}"
-            )
+        for name, choices in (
+            ("activation", ACTIVATIONS),
+            ("positional_encoding", POSITIONAL_ENCODINGS),
+            ("positional_layout", POSITIONAL_LAYOUTS),
+        ):
+            value = getattr(self, name)
+            if value not in choices:
+                problems.append(f"{name} must be one of {', '.join(choices)}, not {value!r}")
+        return problems
+
+    def _vocabulary_problems(self) -> list[str]:
+        """A shared embedding over two vocabularies, and a source pad outside the source vocabulary."""
+        problems = []
         if self.share_embeddings and self.src_vocab_size != self.tgt_vocab_size:
             problems.append("share_embeddings needs src_vocab_size == tgt_vocab_size")
         if self.share_embeddings and self.source_pad_id != self.pad_id:
             problems.append("share_embeddings needs source_pad_id == pad_id (one vocabulary)")
         if not 0 <= self.source_pad_id < self.src_vocab_size:
             problems.append(f"source_pad_id={self.source_pad_id} is outside the source vocabulary")
+        return problems
+
+    def _range_problems(self) -> list[str]:
+        """Sizes that are not positive, dropout probabilities outside [0, 1)."""
+        problems = []
         for name in ("src_vocab_size", "tgt_vocab_size", "d_model", "n_heads", "d_ff", "max_len"):
             if getattr(self, name) <= 0:
                 problems.append(f"{name} must be positive")
@@ -99,6 +118,11 @@ class TransformerConfig:
             value = getattr(self, name)
             if value is not None and not 0.0 <= value < 1.0:
                 problems.append(f"{name} must be in [0, 1)")
+        return problems
+
+    def _special_id_problems(self) -> list[str]:
+        """No token to start decoding with, and special ids outside either vocabulary."""
+        problems = []
         if self.bos_id is None and self.decoder_start_id is None:
             problems.append("bos_id=None needs a decoder_start_id")
         special = {
@@ -111,8 +135,7 @@ class TransformerConfig:
         for name, value in special.items():
             if value is not None and not 0 <= value < min(self.src_vocab_size, self.tgt_vocab_size):
                 problems.append(f"{name}={value} is outside the vocabulary")
-        if problems:
-            raise ValueError("invalid TransformerConfig: " + "; ".join(problems))
+        return problems
 
     @property
     def head_dim(self) -> int:
@@ -129,7 +152,9 @@ class TransformerConfig:
     @property
     def start_id(self) -> int:
         """The token every decoder input begins with: decoder_start_id, else bos_id."""
-        return self.decoder_start_id if self.decoder_start_id is not None else self.bos_id
+        start = self.decoder_start_id if self.decoder_start_id is not None else self.bos_id
+        assert start is not None, "__post_init__ refuses bos_id=None without a decoder_start_id"
+        return start
 
     @property
     def max_sequence_tokens(self) -> int:

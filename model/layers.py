@@ -93,6 +93,8 @@ class PositionalEncoding(nn.Module):
     is saved with the weights); "none" adds zeros, so the stacks see their tokens without their order.
     """
 
+    encoding: torch.Tensor  # (max_len, d): a parameter when learned, else a buffer
+
     def __init__(
         self, d_model: int, max_len: int, dropout: float, layout: str = "interleaved", kind: str = "sinusoidal"
     ) -> None:
@@ -191,10 +193,9 @@ class MultiHeadAttention(nn.Module):
             # outside autocast keeps bf16 throughout.
             fp32_on_cpu = q.device.type == "cpu" and q.dtype == torch.bfloat16 and torch.is_autocast_enabled("cpu")
             with torch.autocast("cpu", enabled=False) if fp32_on_cpu else contextlib.nullcontext():
+                query, key, value = (t.float() for t in (q, k, v)) if fp32_on_cpu else (q, k, v)
                 context = F.scaled_dot_product_attention(
-                    *((t.float() for t in (q, k, v)) if fp32_on_cpu else (q, k, v)),
-                    attn_mask=allowed,
-                    dropout_p=self.dropout.p if self.training else 0.0,
+                    query, key, value, attn_mask=allowed, dropout_p=self.dropout.p if self.training else 0.0
                 )
         batch, _, length, _ = context.shape
         return self.out_proj(context.transpose(1, 2).reshape(batch, length, -1))  # (B, Tq, d)

@@ -15,6 +15,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Literal, TypedDict
 
 import sentencepiece as spm
 
@@ -24,6 +25,18 @@ WORD_START = "\u2581"  # SentencePiece's "▁" marks a piece that begins a word
 MARIAN_FILES = ("source.spm", "target.spm", "vocab.json")
 MARIAN_TARGET_VOCAB = "target_vocab.json"  # a Marian model's target vocabulary, when it is not vocab.json
 LANGUAGE_CODE = re.compile(r">>[A-Za-z0-9_]+<<")  # a multi-target MarianMT model's ">>fr<<" piece
+
+
+SpecialName = Literal["pad_id", "unk_id", "bos_id", "eos_id"]  # the keys of SpecialIds
+
+
+class SpecialIds(TypedDict):
+    """A vocabulary's special ids, named as TransformerConfig's fields; bos_id None when it has no <s> (MarianMT)."""
+
+    pad_id: int
+    unk_id: int
+    bos_id: int | None
+    eos_id: int
 
 
 def train_sentencepiece(
@@ -165,7 +178,7 @@ class Tokenizer:
         2020), a unigram one samples with this smoothing (Kudo 2018). The draws are SentencePiece's and differ
         from process to process.
         """
-        options = {"enable_sampling": True, "alpha": sampling, "nbest_size": -1} if sampling > 0 else {}
+        options: dict[str, Any] = {"enable_sampling": True, "alpha": sampling, "nbest_size": -1} if sampling > 0 else {}
         if self.vocab is None:
             return self.processor(side).encode(text, out_type=int, **options)
         code, text = split_language_code(text)
@@ -178,7 +191,7 @@ class Tokenizer:
         """Text of ids; special tokens (pad, bos, eos; Marian: also unk) are dropped."""
         special = self.special_ids(side)
         if self.vocab is not None:
-            dropped = {special["pad_id"], special["eos_id"], special["unk_id"]}
+            dropped: set[int | None] = {special["pad_id"], special["eos_id"], special["unk_id"]}
             known = self._pieces[side]
             pieces = [known[i] for i in ids if i not in dropped and i in known]
             return self.processor(side).decode_pieces(pieces).replace(WORD_START, " ").strip()
@@ -194,7 +207,7 @@ class Tokenizer:
         processor = self.processor(side)
         return [processor.id_to_piece(i) for i in ids]
 
-    def special_ids(self, side: str = "target") -> dict[str, int | None]:
+    def special_ids(self, side: str = "target") -> SpecialIds:
         """pad, unk, bos and eos ids (bos None when the vocabulary has no <s>, as in MarianMT)."""
         if self.vocab is not None:
             vocab = self.side_vocab(side)
@@ -205,8 +218,12 @@ class Tokenizer:
                 "eos_id": vocab["</s>"],
             }
         processor = self.processor(side)
-        ids = {"pad_id": processor.pad_id(), "unk_id": processor.unk_id()}
-        return {**ids, "bos_id": processor.bos_id(), "eos_id": processor.eos_id()}
+        return {
+            "pad_id": processor.pad_id(),
+            "unk_id": processor.unk_id(),
+            "bos_id": processor.bos_id(),
+            "eos_id": processor.eos_id(),
+        }
 
     def save(self, folder: Path) -> list[str]:
         """Write tokenizer.model (joint), source.model + target.model, or Marian's three files (four with a target

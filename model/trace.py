@@ -184,7 +184,8 @@ class Trace:
         meta = {k: v for k, v in self.to_dict().items() if k not in ARRAY_FIELDS and k not in DICT_ARRAY_FIELDS}
         meta["groups"] = {group: list(getattr(self, group)) for group in DICT_ARRAY_FIELDS}
         buffer = io.BytesIO()
-        np.savez_compressed(buffer, meta=np.array(json.dumps(meta, ensure_ascii=False)), **arrays)
+        # the array names are field names and "group/key" paths, so none is taken for savez's allow_pickle
+        np.savez_compressed(buffer, meta=np.array(json.dumps(meta, ensure_ascii=False)), **arrays)  # type: ignore[arg-type]
         return buffer.getvalue()
 
     @classmethod

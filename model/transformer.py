@@ -174,6 +174,8 @@ class Decoder(Stack):
 class Transformer(nn.Module):
     """Encoder-decoder Transformer; ``forward(src_ids, tgt_ids) -> logits`` (batch first)."""
 
+    final_logits_bias: torch.Tensor | None  # a buffer (MarianMT's, registered below); None when the model has none
+
     def __init__(self, config: TransformerConfig) -> None:
         super().__init__()
         self.config = config

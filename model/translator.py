@@ -8,6 +8,7 @@ import threading
 import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TypeVar
 
 import numpy as np
@@ -124,6 +125,7 @@ class Translator:
         beam_size: int,
         max_new_tokens: int | None,
         prefix: list[int] | None,
+        *,
         encoded: Encoded | None = None,
         scoring: Scoring | None = None,
     ) -> list[list[int]]:
@@ -135,7 +137,7 @@ class Translator:
         scoring = scoring or GNMT_SCORING
         if beam_size <= 1:
             return greedy_decode(model, src, max_new_tokens, prefix, encoded, scoring)
-        hypotheses = beam_search(model, src, beam_size, max_new_tokens, prefix, encoded, scoring)
+        hypotheses = beam_search(model, src, beam_size, max_new_tokens, prefix, encoded, scoring=scoring)
         return [hyps[0].tokens for hyps in hypotheses]
 
     def translate(
@@ -165,11 +167,15 @@ class Translator:
         for start in range(0, len(order), batch_size):
             chunk = order[start : start + batch_size]
             chunk_sources = [sources[i] for i in chunk]
-            outputs, _ = self.run(
-                lambda m, d, batch=chunk_sources: self._generate(
-                    m, d, batch, beam_size, max_new_tokens, None, scoring=scoring
-                )
+            generate = partial(
+                self._generate,
+                sources=chunk_sources,
+                beam_size=beam_size,
+                max_new_tokens=max_new_tokens,
+                prefix=None,
+                scoring=scoring,
             )
+            outputs, _ = self.run(generate)
             for index, ids in zip(chunk, outputs, strict=True):
                 results[index] = self.tokenizer.decode(ids, "target")
         return results
@@ -292,7 +298,7 @@ class Translator:
             raise ValueError("prefix_ids ends with EOS: there is nothing left to search")
         scoring = scoring or GNMT_SCORING
         tree, _ = self.run(
-            lambda m, d: self._beam_tree_on(m, d, source.ids, beam_size, max_new_tokens, scoring, prefix_ids)
+            lambda m, d: self._beam_tree_on(m, d, source.ids, beam_size, max_new_tokens, scoring, prefix_ids=prefix_ids)
         )
         for node, piece in zip(tree.nodes, self.tokenizer.pieces([n.token for n in tree.nodes], "target"), strict=True):
             node.piece = piece
@@ -310,6 +316,7 @@ class Translator:
         beam_size: int,
         max_new_tokens: int | None,
         scoring: Scoring,
+        *,
         prefix_ids: list[int],
     ) -> BeamTree:
         limit = self._output_limit(model, len(source), max_new_tokens or None, prefix_ids)
@@ -351,7 +358,7 @@ class Translator:
             if limit > 0 and prefix_ids[-1:] != [config.eos_id]:
                 encoded = encoder_pass.encoded
                 output = self._generate(
-                    model, device, [source.ids], settings.beam_size, limit, prefix_ids, encoded, scoring=scoring
+                    model, device, [source.ids], settings.beam_size, limit, prefix_ids, encoded=encoded, scoring=scoring
                 )[0]
             else:
                 output = prefix_ids

@@ -81,14 +81,14 @@ def beam_tree_figure(tree: BeamTree, *, show_pruned: bool = True, title: str = "
         group = [node for node in nodes if node.status == status]
         if group:
             figure.add_trace(_node_trace(tree, group, name, status, colour))
-    results = [node for node in nodes if node.final_rank is not None]
+    results = [(node, node.final_rank) for node in nodes if node.final_rank is not None]
     if results:
         figure.add_trace(
             go.Scatter(
-                x=[node.step for node in results],
-                y=[node.rank for node in results],
+                x=[node.step for node, _ in results],
+                y=[node.rank for node, _ in results],
                 mode="markers+text",
-                text=[f"#{node.final_rank + 1}" for node in results],
+                text=[f"#{final_rank + 1}" for _, final_rank in results],
                 textposition="bottom center",
                 marker={"size": 20, "color": "rgba(0,0,0,0)", "line": {"color": RESULT_COLOUR, "width": 3}},
                 hoverinfo="skip",

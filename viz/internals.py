@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import html
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import plotly.graph_objects as go
@@ -116,12 +117,20 @@ def attention_stage_figures(stages: AttentionStages, *, annotate: bool = True) -
     dimension = "<br>dimension %{customdata[1]}: %{customdata[2]}"
     output = "output Σ_j p_j v_j of query %{customdata[0]}"
     scaled = f"scaled by 1/√{stages.d_k}"
-    signed = {"colorscale": DIVERGING, "zmid": 0.0}
-    written = {"annotate": annotate, "digits": 2}  # the query × key stages write their values in the cells
+    # _figure's keyword options per stage
+    signed: dict[str, Any] = {"colorscale": DIVERGING, "zmid": 0.0}
+    # the query × key stages write their values in the cells
+    written: dict[str, Any] = {"annotate": annotate, "digits": 2}
     weights = {"colorscale": ATTENTION_COLORSCALE, "zmin": 0.0, "zmax": 1.0} | written
     norms = {"colorscale": "Blues", "zmin": 0.0} | written
     # each mask cell says why it is hidden (padding, future), so its title need not
-    mask = {"colorscale": MASK_COLOURS, "zmin": 0.0, "zmax": 1.0, "showscale": False, "annotate": annotate}
+    mask: dict[str, Any] = {
+        "colorscale": MASK_COLOURS,
+        "zmin": 0.0,
+        "zmax": 1.0,
+        "showscale": False,
+        "annotate": annotate,
+    }
     mask["values"] = _mask_reasons(stages)
     # key: (values, (rows, columns), title before the shape, hover, _figure's options), in the order of computing
     table = {

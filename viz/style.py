@@ -127,7 +127,7 @@ def white_figure(trace: dict[str, Any] | list[dict[str, Any]], layout: dict[str,
     traces = [dict(one) for one in (trace if isinstance(trace, list) else [trace])]
     kinds = [{"type": properties.pop("type")} for properties in traces]
     # a panel's axes (xaxis2, ...) exist only once named at construction: plotly_update fills them in
-    panel_axes = {name: {} for name in layout if PANEL_AXIS.fullmatch(name)}
+    panel_axes: dict[str, dict[str, Any]] = {name: {} for name in layout if PANEL_AXIS.fullmatch(name)}
     figure = go.Figure(kinds, layout={"template": _STAND_IN_TEMPLATE, **panel_axes, **objects})
     for index, properties in enumerate(traces):
         # a restyle value is a list of one value per trace given, applied in turn: here the one trace ``index``

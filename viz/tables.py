@@ -84,7 +84,7 @@ def _heatmap_axes(figure: go.Figure, trace: go.Heatmap) -> tuple[str, list[str],
 
 def _heatmap_table(figure: go.Figure, trace: go.Heatmap, caption: str) -> FigureTable:
     row_title, rows, column_title, columns = _heatmap_axes(figure, trace)
-    values = [[_number(v) for v in row] for row in np.asarray(trace.z, dtype=object)]
+    values: list[list[float | str | None]] = [[_number(v) for v in row] for row in np.asarray(trace.z, dtype=object)]
     return FigureTable(caption, f"{row_title} \\ {column_title}", rows, columns, values)
 
 
@@ -109,7 +109,9 @@ def _series_table(figure: go.Figure, traces: list, caption: str) -> FigureTable:
         plain_text(trace.name) if trace.name else _axis_title(_axis(figure, trace[f"{value}axis"], value), "value")
         for trace in traces
     ]
-    values = [[_number(trace[value][i]) for trace in traces] for i in range(len(points))]
+    values: list[list[float | str | None]] = [
+        [_number(trace[value][i]) for trace in traces] for i in range(len(points))
+    ]
     return FigureTable(caption, _axis_title(category_axis, category), _labels(category_axis, points), columns, values)
 
 

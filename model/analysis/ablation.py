@@ -67,6 +67,7 @@ def _replace_heads(
     if mode == "zero":
         value[rows, heads] = 0.0
     else:
+        assert mean is not None, "check_ablation refuses a mean ablation without the heads' means"
         value[rows, heads] = mean.to(value)[heads].unsqueeze(-2)  # (n, 1, dk), broadcast over queries
     return value
 
@@ -221,6 +222,7 @@ def compare_ablation(
     mode: str = "zero",
     beam_size: int = DEFAULT_BEAM_SIZE,
     max_new_tokens: int | None = None,
+    *,
     means: HeadMeans | None = None,
     top_k: int = DEFAULT_TOP_K,
     scoring: Scoring | None = None,

@@ -20,7 +20,7 @@ Opcode = tuple[str, int, int, int, int]
 def piece_opcodes(first: Sequence[str], second: Sequence[str]) -> list[Opcode]:
     """The difflib opcodes that turn ``first`` into ``second``; their "equal" stretches are the shared pieces."""
     matcher = difflib.SequenceMatcher(None, list(first), list(second), autojunk=False)
-    return [tuple(op) for op in matcher.get_opcodes()]
+    return list(matcher.get_opcodes())
 
 
 @dataclass(frozen=True)

@@ -75,6 +75,7 @@ def _row_log_probs(
     decoder_input: torch.Tensor,
     gold: torch.Tensor,
     rows: list[list[HeadRef]],
+    *,
     mode: str,
     means: HeadMeans | None,
 ) -> torch.Tensor:
@@ -130,7 +131,7 @@ def head_importance(
         while start < len(rows):
             chunk = rows[start : start + size]
             try:
-                scores.append(_row_log_probs(model, src, decoder_input, gold, chunk, mode, means))
+                scores.append(_row_log_probs(model, src, decoder_input, gold, chunk, mode=mode, means=means))
             except torch.OutOfMemoryError:
                 if size == 1:
                     raise  # Translator.run retries the whole computation on a CPU copy

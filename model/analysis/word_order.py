@@ -15,7 +15,7 @@ import random
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -104,6 +104,7 @@ def compare_word_order(
     seed: int = 0,
     beam_size: int = DEFAULT_BEAM_SIZE,
     max_new_tokens: int | None = None,
+    *,
     stacks: Sequence[str] = STACKS,
     top_k: int = DEFAULT_TOP_K,
     scoring: Scoring | None = None,
@@ -117,7 +118,7 @@ def compare_word_order(
         with without_positional_encoding(translator.model, stacks):
             modified = translator.trace(text, beam_size, max_new_tokens, top_k, scoring=scoring)
         removed_from, used_seed, order = tuple(stacks), None, []
-        record = {"name": "word_order", "variant": variant, "stacks": list(removed_from)}
+        record: dict[str, Any] = {"name": "word_order", "variant": variant, "stacks": list(removed_from)}
     else:
         order = shuffled_order(len(text.split()), seed)
         modified = translator.trace(shuffle_source_words(text, seed), beam_size, max_new_tokens, top_k, scoring=scoring)

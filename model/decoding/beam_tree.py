@@ -78,7 +78,8 @@ class BeamTree:
 
     def results(self) -> list[BeamNode]:
         """The returned hypotheses' nodes, best first."""
-        return sorted((n for n in self.nodes if n.final_rank is not None), key=lambda n: n.final_rank)
+        ranked = [(n.final_rank, n) for n in self.nodes if n.final_rank is not None]
+        return [n for _, n in sorted(ranked, key=lambda pair: pair[0])]
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "scoring": self.scoring.to_dict()}

@@ -204,6 +204,7 @@ def beam_search(
     max_new_tokens: int | None = None,
     prefix: list[int] | None = None,
     encoded: Encoded | None = None,
+    *,
     scoring: Scoring = GNMT_SCORING,
 ) -> list[list[Hypothesis]]:
     """Batched beam search: src_ids (B, S) -> per sentence up to beam_size hypotheses, best first.
@@ -216,7 +217,7 @@ def beam_search(
     ``scoring``: how to rank and stop: ours (GNMT's length penalty; ``Scoring(alpha=...)`` for another alpha) or
     Hugging Face generate's.
     """
-    return _search(model, src_ids, beam_size, max_new_tokens, scoring, prefix, None, encoded)
+    return _search(model, src_ids, beam_size, max_new_tokens, scoring, prefix, recorders=None, encoded=encoded)
 
 
 @torch.inference_mode()
@@ -231,7 +232,7 @@ def beam_search_tree(
     """beam_search, recording every candidate it examines: per sentence a BeamTree whose
     ``hypotheses`` are exactly beam_search's result (the same code runs, with a recorder)."""
     recorders = [_TreeRecorder(model.config.start_id, beam_size) for _ in range(src_ids.size(0))]
-    results = _search(model, src_ids, beam_size, max_new_tokens, scoring, prefix, recorders)
+    results = _search(model, src_ids, beam_size, max_new_tokens, scoring, prefix, recorders=recorders)
     limits = row_limits(model, src_ids, len(prefix or []), max_new_tokens)
     return [
         recorder.tree(hypotheses, list(prefix or []), beam_size, scoring, limit)
@@ -257,6 +258,7 @@ def _choose(
     candidates: list[tuple[float, int]],
     vocab: int,
     eos_id: int,
+    *,
     finished: list[Hypothesis],
     recorder: Recorder,
 ) -> int:
@@ -316,6 +318,7 @@ def _search(
     max_new_tokens: int | None,
     scoring: Scoring,
     prefix: list[int] | None,
+    *,
     recorders: list[_TreeRecorder] | None,
     encoded: Encoded | None = None,
 ) -> list[list[Hypothesis]]:
@@ -360,7 +363,7 @@ def _search(
                 continue
             recorder = watchers[row]
             ranked = list(zip(row_scores, row_index, strict=True))
-            kept = _choose(step, row, ranked, vocab, config.eos_id, finished[row], recorder)
+            kept = _choose(step, row, ranked, vocab, config.eos_id, finished=finished[row], recorder=recorder)
             if number == limits[row]:
                 _finish_live(step, row, kept, finished[row], recorder)
                 recorder.end("max_new_tokens")

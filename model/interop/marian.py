@@ -39,7 +39,7 @@ from model.interop.marian_weights import (
     read_weights,
     weight_files,
 )
-from model.tokenizer import MARIAN_FILES, MARIAN_TARGET_VOCAB, Tokenizer
+from model.tokenizer import MARIAN_FILES, MARIAN_TARGET_VOCAB, SpecialIds, SpecialName, Tokenizer
 from model.transformer import Transformer
 
 SUPPORTED = "MarianMTModel (config.json model_type 'marian')"
@@ -58,6 +58,15 @@ GENERATION_KEYS = (
     "eos_token_id",
     "pad_token_id",
     *NEUTRAL,
+)
+
+# our special ids and MarianConfig's names for them, which must agree with the target vocabulary
+CONFIG_SPECIAL_IDS: tuple[tuple[SpecialName, str], ...] = (("pad_id", "pad_token_id"), ("eos_id", "eos_token_id"))
+# special pieces one id serves on both sides, with our names for their ids (only <pad> may differ)
+SHARED_SPECIAL_PIECES: tuple[tuple[SpecialName, str], ...] = (
+    ("eos_id", "</s>"),
+    ("unk_id", "<unk>"),
+    ("bos_id", "<s>"),
 )
 
 REQUIRED_KEYS = (
@@ -83,58 +92,12 @@ def marian_config(
 ) -> TransformerConfig:
     """Our TransformerConfig for a Hugging Face MarianConfig dict; refuses what we cannot reproduce.
     ``untied_output``: the weights hold an output projection of their own (``has_own_output_projection``)."""
-    architectures = hf.get("architectures") or []
-    if hf.get("model_type") != "marian" or any(a != "MarianMTModel" for a in architectures):
-        found = hf.get("model_type") or "no model_type"
-        if architectures:
-            found += f", architectures {', '.join(map(str, architectures))}"
-        raise CheckpointError(f"{path}: {found} is not supported; supported: {SUPPORTED}")
-
-    def refuse(reason: str) -> CheckpointError:
-        return CheckpointError(f"{path}: {reason}; this importer supports the OPUS-MT layout only")
-
-    missing = [key for key in REQUIRED_KEYS if hf.get(key) is None]
-    if missing:
-        raise CheckpointError(f"{path}: no {', '.join(missing)}: a MarianConfig names every one of them")
-    if tokenizer.vocab is None:
-        raise refuse("no vocab.json (a Marian tokenizer's piece -> id table)")
+    _check_model_type(hf, path)
     shared = shares_embeddings(hf)
-    if shared and tokenizer.separate_vocabularies:
-        raise CheckpointError(
-            f"{path}: share_encoder_decoder_embeddings is true (one embedding for both sides), but the folder has "
-            f"a {MARIAN_TARGET_VOCAB} of its own: the target pieces would index the source's embedding"
-        )
-    vocab_size = int(hf["vocab_size"])
-    # MarianConfig reads a missing or null decoder_vocab_size as vocab_size
-    decoder_vocab_size = int(hf.get("decoder_vocab_size") or vocab_size)
-    if shared and decoder_vocab_size != vocab_size:
-        raise refuse(f"decoder_vocab_size {decoder_vocab_size} differs from vocab_size {vocab_size}")
-    for ours, (encoder, decoder) in {
-        "n_heads": ("encoder_attention_heads", "decoder_attention_heads"),
-        "d_ff": ("encoder_ffn_dim", "decoder_ffn_dim"),
-    }.items():
-        if hf[encoder] != hf[decoder]:
-            raise refuse(f"{encoder}={hf[encoder]} but {decoder}={hf[decoder]} (one {ours} for both stacks)")
-    if hf.get("normalize_before") or hf.get("add_final_layer_norm") or hf.get("normalize_embedding"):
-        raise refuse("pre-norm, final or embedding layer norms")
-    activation = ACTIVATIONS.get(str(hf.get("activation_function", "swish")))
-    if activation is None:
-        raise refuse(f"activation_function {hf.get('activation_function')!r} (supported: {', '.join(ACTIVATIONS)})")
-    special = tokenizer.special_ids("target")  # decoding's ids: the start, what ends it, what it may not write
-    target_file = MARIAN_TARGET_VOCAB if tokenizer.separate_vocabularies else "vocab.json"
-    for ours, theirs in (("pad_id", "pad_token_id"), ("eos_id", "eos_token_id")):
-        if theirs in hf and hf[theirs] is not None and hf[theirs] != special[ours]:
-            raise refuse(f"{theirs}={hf[theirs]} but {target_file} gives {special[ours]}")
-    # one id of each other special piece serves both sides (sources end with eos_id too); only <pad> may differ
-    source_special = tokenizer.special_ids("source")
-    for ours, piece in (("eos_id", "</s>"), ("unk_id", "<unk>"), ("bos_id", "<s>")):
-        if source_special[ours] != special[ours]:
-            theirs, mine = ("absent" if value is None else value for value in (source_special[ours], special[ours]))
-            raise CheckpointError(
-                f"{path.parent / 'vocab.json'}: {piece} is {theirs} but {mine} in {target_file}; "
-                f"this importer needs one {piece} id for both sides"
-            )
-    source_pad = source_special["pad_id"]
+    vocab_size, decoder_vocab_size = _vocabulary_sizes(hf, tokenizer, path, shared)
+    _check_stacks(hf, path)
+    activation = _activation(hf, path)
+    special, source_pad = _special_ids(hf, tokenizer, path)
     start = hf.get("decoder_start_token_id")
     start = special["pad_id"] if start is None else int(start)
     try:
@@ -170,6 +133,85 @@ def marian_config(
         )
     except (KeyError, TypeError, ValueError) as error:
         raise CheckpointError(f"{path}: cannot build a model from it ({error})") from error
+
+
+def _refusal(path: Path, reason: str) -> CheckpointError:
+    return CheckpointError(f"{path}: {reason}; this importer supports the OPUS-MT layout only")
+
+
+def _check_model_type(hf: dict[str, Any], path: Path) -> None:
+    """Refuse a config that is not a MarianMTModel's, or one without the keys every MarianConfig names."""
+    architectures = hf.get("architectures") or []
+    if hf.get("model_type") != "marian" or any(a != "MarianMTModel" for a in architectures):
+        found = hf.get("model_type") or "no model_type"
+        if architectures:
+            found += f", architectures {', '.join(map(str, architectures))}"
+        raise CheckpointError(f"{path}: {found} is not supported; supported: {SUPPORTED}")
+    missing = [key for key in REQUIRED_KEYS if hf.get(key) is None]
+    if missing:
+        raise CheckpointError(f"{path}: no {', '.join(missing)}: a MarianConfig names every one of them")
+
+
+def _vocabulary_sizes(hf: dict[str, Any], tokenizer: Tokenizer, path: Path, shared: bool) -> tuple[int, int]:
+    """The source and target vocabulary sizes; refuses a tokenizer without vocab.json, and a shared embedding over
+    two vocabularies."""
+    if tokenizer.vocab is None:
+        raise _refusal(path, "no vocab.json (a Marian tokenizer's piece -> id table)")
+    if shared and tokenizer.separate_vocabularies:
+        raise CheckpointError(
+            f"{path}: share_encoder_decoder_embeddings is true (one embedding for both sides), but the folder has "
+            f"a {MARIAN_TARGET_VOCAB} of its own: the target pieces would index the source's embedding"
+        )
+    vocab_size = int(hf["vocab_size"])
+    # MarianConfig reads a missing or null decoder_vocab_size as vocab_size
+    decoder_vocab_size = int(hf.get("decoder_vocab_size") or vocab_size)
+    if shared and decoder_vocab_size != vocab_size:
+        raise _refusal(path, f"decoder_vocab_size {decoder_vocab_size} differs from vocab_size {vocab_size}")
+    return vocab_size, decoder_vocab_size
+
+
+def _check_stacks(hf: dict[str, Any], path: Path) -> None:
+    """Refuse encoder and decoder stacks of different shapes, and layer norms the paper's post-norm layer lacks."""
+    for ours, (encoder, decoder) in {
+        "n_heads": ("encoder_attention_heads", "decoder_attention_heads"),
+        "d_ff": ("encoder_ffn_dim", "decoder_ffn_dim"),
+    }.items():
+        if hf[encoder] != hf[decoder]:
+            raise _refusal(path, f"{encoder}={hf[encoder]} but {decoder}={hf[decoder]} (one {ours} for both stacks)")
+    if hf.get("normalize_before") or hf.get("add_final_layer_norm") or hf.get("normalize_embedding"):
+        raise _refusal(path, "pre-norm, final or embedding layer norms")
+
+
+def _activation(hf: dict[str, Any], path: Path) -> str:
+    """Our name of the feed-forward activation (MarianConfig's default: swish)."""
+    activation = ACTIVATIONS.get(str(hf.get("activation_function", "swish")))
+    if activation is None:
+        raise _refusal(
+            path, f"activation_function {hf.get('activation_function')!r} (supported: {', '.join(ACTIVATIONS)})"
+        )
+    return activation
+
+
+def _special_ids(hf: dict[str, Any], tokenizer: Tokenizer, path: Path) -> tuple[SpecialIds, int]:
+    """The target's special ids (decoding's: the start, what ends it, what it may not write) and the source's pad;
+    refuses ids the config contradicts, and other special pieces whose ids differ between the two sides."""
+    special = tokenizer.special_ids("target")
+    target_file = MARIAN_TARGET_VOCAB if tokenizer.separate_vocabularies else "vocab.json"
+    for ours, theirs in CONFIG_SPECIAL_IDS:
+        if theirs in hf and hf[theirs] is not None and hf[theirs] != special[ours]:
+            raise _refusal(path, f"{theirs}={hf[theirs]} but {target_file} gives {special[ours]}")
+    # one id of each other special piece serves both sides (sources end with eos_id too); only <pad> may differ
+    source_special = tokenizer.special_ids("source")
+    for ours, piece in SHARED_SPECIAL_PIECES:
+        if source_special[ours] != special[ours]:
+            in_source, in_target = (
+                "absent" if value is None else value for value in (source_special[ours], special[ours])
+            )
+            raise CheckpointError(
+                f"{path.parent / 'vocab.json'}: {piece} is {in_source} but {in_target} in {target_file}; "
+                f"this importer needs one {piece} id for both sides"
+            )
+    return special, source_special["pad_id"]
 
 
 def has_own_output_projection(tensors: dict[str, torch.Tensor], hf: dict[str, Any]) -> bool:

@@ -12,16 +12,20 @@ our Transformer so that a model trained with the tutorial can be explored in the
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
+from typing import Protocol, cast
 
 import torch
 from torch import nn
 
 from model.config import TransformerConfig
 from model.layers import MultiHeadAttention, sinusoidal_encoding
-from model.transformer import Transformer
+from model.transformer import DecoderLayer, EncoderLayer, Transformer
 
 
 class TutorialPositionalEncoding(nn.Module):
+    pos_embedding: torch.Tensor  # (max_len, 1, d): a buffer
+
     def __init__(self, emb_size: int, dropout: float, maxlen: int = 5000) -> None:
         super().__init__()
         self.dropout = nn.Dropout(dropout)
@@ -71,13 +75,41 @@ class Seq2SeqTransformer(nn.Module):
             self.generator.weight = self.tgt_tok_emb.embedding.weight
         self.positional_encoding = TutorialPositionalEncoding(config.d_model, config.dropout, config.max_len)
 
-    def forward(self, src, trg, src_mask, tgt_mask, src_padding_mask, tgt_padding_mask, memory_key_padding_mask):
+    def forward(  # noqa: PLR0917 - the tutorial's signature, which tutorial_logits calls positionally
+        self, src, trg, src_mask, tgt_mask, src_padding_mask, tgt_padding_mask, memory_key_padding_mask
+    ):
         src_emb = self.positional_encoding(self.src_tok_emb(src))
         tgt_emb = self.positional_encoding(self.tgt_tok_emb(trg))
         outs = self.transformer(
             src_emb, tgt_emb, src_mask, tgt_mask, None, src_padding_mask, tgt_padding_mask, memory_key_padding_mask
         )
         return self.generator(outs)
+
+
+class _TokenEmbeddingParts(Protocol):
+    @property
+    def embedding(self) -> nn.Embedding: ...
+
+
+class _PositionalEncodingParts(Protocol):
+    @property
+    def pos_embedding(self) -> torch.Tensor: ...
+
+
+class TutorialLayout(Protocol):
+    """The parts of a tutorial-style module this file reads, by the tutorial's attribute names: the tutorial's own
+    Seq2SeqTransformer, or the one above."""
+
+    @property
+    def transformer(self) -> nn.Transformer: ...
+    @property
+    def generator(self) -> nn.Linear: ...
+    @property
+    def src_tok_emb(self) -> _TokenEmbeddingParts: ...
+    @property
+    def tgt_tok_emb(self) -> _TokenEmbeddingParts: ...
+    @property
+    def positional_encoding(self) -> _PositionalEncodingParts: ...
 
 
 def tutorial_logits(module: nn.Module, src_ids: torch.Tensor, tgt_ids: torch.Tensor, pad_id: int) -> torch.Tensor:
@@ -127,7 +159,7 @@ def _copy_module(ours: nn.Module, theirs: nn.Module, to_torch: bool) -> None:
             (theirs_p if to_torch else ours_p).copy_(ours_p if to_torch else theirs_p)
 
 
-def _copy_weights(model: Transformer, module: nn.Module, to_torch: bool) -> None:
+def _copy_weights(model: Transformer, module: TutorialLayout, to_torch: bool) -> None:
     """Copy parameters between our Transformer and a tutorial-style module, in either direction."""
     transformer = module.transformer
     _copy_module(model.encoder.embed.embedding, module.src_tok_emb.embedding, to_torch)
@@ -137,21 +169,25 @@ def _copy_weights(model: Transformer, module: nn.Module, to_torch: bool) -> None
         _copy_module(model.generator, module.generator, to_torch)
     elif model.config.output_bias:
         _copy_module_bias(model.generator, module.generator, to_torch)
-    for ours, theirs in zip(model.encoder.layers, transformer.encoder.layers, strict=True):
-        _copy_attention(ours.self_attn, theirs.self_attn, to_torch)
+    # torch types what a ModuleList holds as Module; our stacks hold EncoderLayers and DecoderLayers
+    encoder_layers = cast(Iterable[EncoderLayer], model.encoder.layers)
+    for encoder_layer, theirs in zip(encoder_layers, transformer.encoder.layers, strict=True):
+        _copy_attention(encoder_layer.self_attn, theirs.self_attn, to_torch)
         for name in ("linear1", "linear2"):
-            _copy_module(getattr(ours.feed_forward, name), getattr(theirs, name), to_torch)
+            _copy_module(getattr(encoder_layer.feed_forward, name), getattr(theirs, name), to_torch)
         for name in ("norm1", "norm2"):
-            _copy_module(getattr(ours, name), getattr(theirs, name), to_torch)
-    for ours, theirs in zip(model.decoder.layers, transformer.decoder.layers, strict=True):
-        _copy_attention(ours.self_attn, theirs.self_attn, to_torch)
-        _copy_attention(ours.cross_attn, theirs.multihead_attn, to_torch)
+            _copy_module(getattr(encoder_layer, name), getattr(theirs, name), to_torch)
+    decoder_layers = cast(Iterable[DecoderLayer], model.decoder.layers)
+    for decoder_layer, theirs in zip(decoder_layers, transformer.decoder.layers, strict=True):
+        _copy_attention(decoder_layer.self_attn, theirs.self_attn, to_torch)
+        _copy_attention(decoder_layer.cross_attn, theirs.multihead_attn, to_torch)
         for name in ("linear1", "linear2"):
-            _copy_module(getattr(ours.feed_forward, name), getattr(theirs, name), to_torch)
+            _copy_module(getattr(decoder_layer.feed_forward, name), getattr(theirs, name), to_torch)
         for name in ("norm1", "norm2", "norm3"):
-            _copy_module(getattr(ours, name), getattr(theirs, name), to_torch)
-    if model.config.final_norm:
+            _copy_module(getattr(decoder_layer, name), getattr(theirs, name), to_torch)
+    if model.encoder.norm is not None:  # config.final_norm, and then the decoder has one too
         _copy_module(model.encoder.norm, transformer.encoder.norm, to_torch)
+    if model.decoder.norm is not None:
         _copy_module(model.decoder.norm, transformer.decoder.norm, to_torch)
 
 
@@ -160,18 +196,22 @@ def _copy_module_bias(ours: nn.Linear, theirs: nn.Linear, to_torch: bool) -> Non
         (theirs.bias if to_torch else ours.bias).copy_(ours.bias if to_torch else theirs.bias)
 
 
-def import_torch(module: nn.Module, pad_id: int, bos_id: int, eos_id: int, unk_id: int | None = None) -> Transformer:
+def import_torch(
+    module: nn.Module, pad_id: int, bos_id: int | None, eos_id: int, unk_id: int | None = None
+) -> Transformer:
     """Build our Transformer from a tutorial-style nn.Transformer module, with identical outputs."""
     for attribute in ("transformer", "generator", "src_tok_emb", "tgt_tok_emb", "positional_encoding"):
         if not hasattr(module, attribute):
             raise ValueError(f"module has no {attribute!r}: expected the PyTorch tutorial's Seq2SeqTransformer layout")
-    transformer = module.transformer
+    # torch types a submodule read by name as Tensor | Module: the check above is what makes module a TutorialLayout
+    tutorial = cast(TutorialLayout, module)
+    transformer = tutorial.transformer
     if getattr(transformer, "batch_first", False) or transformer.encoder.layers[0].self_attn.batch_first:
         raise ValueError("expected a sequence-first nn.Transformer, as in the tutorial")
     first = transformer.encoder.layers[0]
-    src_embedding = module.src_tok_emb.embedding
-    tgt_embedding = module.tgt_tok_emb.embedding
-    positions = module.positional_encoding.pos_embedding.reshape(-1, src_embedding.embedding_dim)
+    src_embedding = tutorial.src_tok_emb.embedding
+    tgt_embedding = tutorial.tgt_tok_emb.embedding
+    positions = tutorial.positional_encoding.pos_embedding.reshape(-1, src_embedding.embedding_dim)
     if not torch.allclose(positions.float().cpu(), sinusoidal_encoding(*positions.shape), atol=1e-4):
         raise ValueError("positional_encoding.pos_embedding is not the sinusoidal encoding of the paper")
     shared = src_embedding is tgt_embedding or src_embedding.weight is tgt_embedding.weight
@@ -191,8 +231,8 @@ def import_torch(module: nn.Module, pad_id: int, bos_id: int, eos_id: int, unk_i
         layer_norm_eps=first.norm1.eps,
         max_len=positions.size(0),
         share_embeddings=shared,
-        tie_output=module.generator.weight is tgt_embedding.weight,
-        output_bias=module.generator.bias is not None,
+        tie_output=tutorial.generator.weight is tgt_embedding.weight,
+        output_bias=tutorial.generator.bias is not None,
         pad_id=pad_id,
         bos_id=bos_id,
         eos_id=eos_id,
@@ -200,7 +240,7 @@ def import_torch(module: nn.Module, pad_id: int, bos_id: int, eos_id: int, unk_i
     )
     reference = next(module.parameters())
     model = Transformer(config).to(device=reference.device, dtype=reference.dtype)
-    _copy_weights(model, module, to_torch=False)
+    _copy_weights(model, tutorial, to_torch=False)
     # Keep the module's own encoding values so outputs match bit for bit (they equal ours within 1e-4).
     for positional in (model.encoder.positional, model.decoder.positional):
         positional.encoding = positions.detach().clone()

@@ -59,14 +59,19 @@ def joint_history(folders: list[Path]) -> list[TrainingRun]:
     return list(runs.values())
 
 
-# what one training run measured of its own weights: not true of the mean
-RUN_FIELDS = ("scores", "valid_loss", "valid_bleu_greedy", "averaged_epochs", "best_single_epoch", "stopped")
-
-
 def averaged_card(folders: list[Path], command: str) -> Card:
     """The first checkpoint's card without what its own run measured, the runs of all of them and the average as its
     history, their commands in order as its ``train_command`` and their summed time as its ``wall_time_s``."""
-    card = replace(read_card(folders[0]), **dict.fromkeys(RUN_FIELDS))  # None: left out of the card
+    # what one training run measured of its own weights is not true of the mean; None: left out of the card
+    card = replace(
+        read_card(folders[0]),
+        scores=None,
+        valid_loss=None,
+        valid_bleu_greedy=None,
+        averaged_epochs=None,
+        best_single_epoch=None,
+        stopped=None,
+    )
     if isinstance(card.domain, DomainSection):
         card.domain = replace(card.domain, calibration=None)
     history = [*joint_history(folders), TrainingRun(command=command, averaged_from=[str(f) for f in folders])]

@@ -53,6 +53,7 @@ def translate_all(
     batch_size: int = DEFAULT_BATCH_SIZE,
     max_new_tokens: int | None = None,
     progress: bool = True,
+    *,
     scoring: Scoring = GNMT_SCORING,
 ) -> list[str]:
     """Translations in input order; sentences of similar length share a batch, one progress tick per sentence."""
@@ -82,6 +83,7 @@ def evaluate(
     beam_size: int = DEFAULT_BEAM_SIZE,
     batch_size: int = DEFAULT_BATCH_SIZE,
     max_new_tokens: int | None = None,
+    *,
     progress: bool = False,
     scoring: Scoring = GNMT_SCORING,
 ) -> dict[str, Any]:
@@ -92,7 +94,7 @@ def evaluate(
     """
     if len(sources) != len(references):
         raise ValueError(f"{len(sources)} source sentences but {len(references)} references")
-    hypotheses = translate_all(translator, sources, beam_size, batch_size, max_new_tokens, progress, scoring)
+    hypotheses = translate_all(translator, sources, beam_size, batch_size, max_new_tokens, progress, scoring=scoring)
     scores = score(hypotheses, references)
     return {**scores, "beam_size": beam_size, "length_penalty": scoring.alpha, "hypotheses": hypotheses}
 

@@ -34,7 +34,7 @@ class _LinearCrossEntropy(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(  # type: ignore[override]
+    def forward(  # noqa: PLR0917 - autograd.Function.apply passes its arguments on positionally
         ctx: torch.autograd.function.FunctionCtx,
         hidden: torch.Tensor,
         weight: torch.Tensor,
@@ -83,15 +83,17 @@ class _LinearCrossEntropy(torch.autograd.Function):
             grad_weight.index_add_(0, chunk_targets, chunk, alpha=-sharp)
             if grad_bias is not None:
                 grad_bias += (exps / row_sum).sum(dim=0) - smooth * chunk.size(0) / vocab
-                grad_bias.index_add_(0, chunk_targets, torch.full_like(chunk_targets, -sharp, dtype=bias.dtype))
-        ctx.save_for_backward(grad_hidden, grad_weight, grad_bias)
+                grad_bias.index_add_(0, chunk_targets, torch.full_like(chunk_targets, -sharp, dtype=grad_bias.dtype))
+        # save_for_backward takes None for a missing tensor (its documentation), which its annotation leaves out
+        ctx.save_for_backward(grad_hidden, grad_weight, grad_bias)  # type: ignore[arg-type]
         return total.to(hidden.dtype)
 
     @staticmethod
-    def backward(  # type: ignore[override]
+    def backward(
         ctx: torch.autograd.function.FunctionCtx, grad_output: torch.Tensor
     ) -> tuple[torch.Tensor | None, ...]:
-        grad_hidden, grad_weight, grad_bias = ctx.saved_tensors
+        # at run time ctx is autograd's node, which has saved_tensors; torch annotates it as FunctionCtx, which lacks it
+        grad_hidden, grad_weight, grad_bias = ctx.saved_tensors  # type: ignore[attr-defined]
         return (
             grad_hidden * grad_output,
             grad_weight * grad_output,

@@ -133,6 +133,7 @@ class TrainingPool:
         grace_s: float = 10.0,
         max_seconds: float = 600.0,
         niceness: int = 5,
+        *,
         start_method: str = "forkserver",
     ) -> None:
         self.slots = default_slots() if slots is None else slots
@@ -143,12 +144,15 @@ class TrainingPool:
         self.grace_s = grace_s
         self.max_seconds = max_seconds
         self.niceness = niceness
+        # typeshed types get_context(a str) as BaseContext, which has no Process; every context it returns has one
+        # (the two "type: ignore[attr-defined]" below)
         self._context = multiprocessing.get_context(start_method)
         if start_method == "forkserver":
             # Children fork from a server that has torch and the model loaded, and the main script too: otherwise
             # every child would import the main script again (under Streamlit, the whole page) before it starts.
             self._context.set_forkserver_preload(["__main__", "model.training.live"])
-            threading.Thread(target=self._context.Process(target=_warm_up, daemon=True).start, daemon=True).start()
+            warm_up = self._context.Process(target=_warm_up, daemon=True)  # type: ignore[attr-defined]
+            threading.Thread(target=warm_up.start, daemon=True).start()
         self._lock = threading.Lock()
         self._jobs: dict[str, Job] = {}
         self._queue: deque[str] = deque()
@@ -254,7 +258,7 @@ class TrainingPool:
             job = self._jobs[self._queue.popleft()]
             receiver, sender = self._context.Pipe(duplex=False)
             job.stop_flag = self._context.Event()
-            job.process = self._context.Process(
+            job.process = self._context.Process(  # type: ignore[attr-defined]
                 target=_work,
                 args=(
                     job.settings,

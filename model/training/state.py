@@ -27,6 +27,7 @@ def save_state(
     path: Path,
     model: torch.nn.Module,
     optimizer: torch.optim.Optimizer,
+    *,
     step: int,
     epoch: int,
     batch_in_epoch: int,

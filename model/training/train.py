@@ -98,7 +98,15 @@ class Training:
     def save(self, epoch: int, batch_in_epoch: int) -> None:
         """Save resumable state (rank 0), with the run's time so far."""
         self.extra["elapsed"] = time.time() - self.session_start
-        save_state(self.out / STATE_FILE, self.model, self.optimizer, self.step, epoch, batch_in_epoch, self.extra)
+        save_state(
+            self.out / STATE_FILE,
+            self.model,
+            self.optimizer,
+            step=self.step,
+            epoch=epoch,
+            batch_in_epoch=batch_in_epoch,
+            extra=self.extra,
+        )
 
     def snapshot(self, name: str) -> None:
         """A shippable fp16 checkpoint of the model now, under snapshots/name (rank 0, once per name)."""
@@ -118,8 +126,9 @@ class EpochTotals:
 
     start: float  # time.time() when the epoch (or its resumed part) started
     loss: float = 0.0  # summed label-smoothed loss
-    tokens: int = 0  # target tokens the loss is over
-    seen_tokens: int = 0  # source and target tokens of the sentences trained on in this session
+    # counts, as Run.all_sum returns them: floats when summed over several ranks
+    tokens: float = 0  # target tokens the loss is over
+    seen_tokens: float = 0  # source and target tokens of the sentences trained on in this session
 
 
 def set_up(args: argparse.Namespace, run: Run) -> Training:
@@ -219,12 +228,12 @@ def sampled_examples(training: Training, epoch: int) -> list[Example]:
     return [Example(src, tgt) for src, tgt in zip(drawn["src"], drawn["tgt"], strict=True)]
 
 
-def train_batch(training: Training, batch: list[int], epochs_done: float) -> tuple[float, int, int]:
+def train_batch(training: Training, batch: list[int], epochs_done: float) -> tuple[float, float, float]:
     """One optimisation step on this rank's share of ``batch``, ``epochs_done`` epochs into the run (counting
     the part of the current epoch before this batch), the position --cooldown-epochs sets the rate by.
 
-    Returns, summed over all ranks: the label-smoothed loss, the target tokens it is over, and
-    the source and target tokens trained on.
+    Returns, summed over all ranks (Run.all_sum: the counts are floats with more than one rank): the label-smoothed
+    loss, the target tokens it is over, and the source and target tokens trained on.
     """
     args, run, config = training.args, training.run, training.config
     local = [training.train_examples[i] for i in batch[run.rank :: run.world]]

@@ -335,11 +335,11 @@ def test_importance_moves_to_the_cpu_when_even_one_row_does_not_fit(translator, 
     row_log_probs = importance_module._row_log_probs
     devices: list[str] = []
 
-    def full_accelerator(model, src, *args):
+    def full_accelerator(model, src, *args, **kwargs):
         devices.append(src.device.type)
         if src.device.type == "meta":
             raise torch.OutOfMemoryError("out of memory (test)")
-        return row_log_probs(model, src, *args)
+        return row_log_probs(model, src, *args, **kwargs)
 
     monkeypatch.setattr(importance_module, "_row_log_probs", full_accelerator)
     moved = head_importance(pretend_gpu, SENTENCE, target_ids=output, batch_size=4)
