@@ -19,7 +19,7 @@ import viz
 from explorer.wording import card_examples
 from model import load_checkpoint
 from model.analysis.head_stats import batch_head_statistics, readable_cross_head
-from model.heads import KIND_TITLES, head_title
+from model.heads import KIND_TITLES, head_title, layer_label
 from model.trace import Trace
 from tests.browser.pages import (
     chart,
@@ -355,7 +355,7 @@ def test_views_draw_without_console_errors_or_outside_requests(server, driver, t
         displays = {
             "All heads": view,
             "Head view": f"{head_title(kind, layer)} – all heads",
-            "Aggregates": f"{view}, layer {layer}: aggregates",
+            "Aggregates": f"{view}, {layer_label(layer)}: aggregates",
         }
     for display, title in displays.items():
         click_button(driver, display)

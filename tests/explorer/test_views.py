@@ -117,10 +117,10 @@ def test_48_heads_a_kind_page_the_grid_and_every_view_draws(monkeypatch, opus_sh
     app.run()
     assert_ok(app)
     picker = app.selectbox(key="grid_layers")
-    assert picker.value == "0-2"
-    assert picker.options == ["layers 0–2", "layers 3–5", "all layers (0–5)", *(f"layer {n}" for n in range(6))]
+    assert picker.value == "0-2"  # the link counts from 0, the page from 1
+    assert picker.options == ["layers 1–3", "layers 4–6", "all layers (1–6)", *(f"layer {n}" for n in range(1, 7))]
     grid = chart_titled(app, "Encoder self-attention")
-    assert grid["layout"]["title"]["text"] == "Encoder self-attention, layers 0–2"
+    assert grid["layout"]["title"]["text"] == "Encoder self-attention, layers 1–3"
     assert len(heatmaps(grid)) == 3 * 8 and grid["layout"]["height"] <= 800  # a page on one screen
     pieces = len(grid["layout"]["xaxis"]["labelalias"])
     assert pieces >= 30  # a long sentence: its labels are thinned to what fits an 8-head panel

@@ -14,6 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from model.translator import clean_text
 from tests.helpers import OWN_MARKUP
 from viz import attention_axes, attention_heatmap, decoding_step, step_attention
 
@@ -74,7 +75,7 @@ def test_text_to_trace_to_figures(translator, text, merge_words, show_special):
         axes.key_pieces,
         merge_words=merge_words,
         show_special=show_special,
-        title=text,
+        title=clean_text(text),  # as the page's texts are: a browser cannot send a lone surrogate, JSON cannot carry it
     )
     heatmap = figure.data[0]
     rows, columns = np.asarray(heatmap.z).shape if heatmap.z is not None and len(heatmap.z) else (0, 0)
