@@ -18,6 +18,7 @@ def run_module(*arguments: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.slow  # 13-15 s from a cold cache (CI, a fresh clone); the pre-commit hook runs it on every commit
 def test_mypy_finds_no_type_errors_in_the_model_and_the_figures():
     result = run_module("mypy")
     assert result.returncode == 0, f"python -m mypy:\n{result.stdout}{result.stderr}"
