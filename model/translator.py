@@ -302,7 +302,7 @@ class Translator:
         )
         for node, piece in zip(tree.nodes, self.tokenizer.pieces([n.token for n in tree.nodes], "target"), strict=True):
             node.piece = piece
-        tree.source_text = text
+        tree.source_text = clean_text(text)  # as the model read it, and as JSON and plotly can carry it
         tree.source_ids = source.ids
         tree.source_pieces = self.tokenizer.pieces(source.ids, "source")
         tree.prefix_pieces = self.tokenizer.pieces(prefix_ids, "target")
@@ -368,7 +368,7 @@ class Translator:
         top = result.probs.topk(k, dim=-1)
         chosen = torch.tensor(target_ids[1:])
         return Trace(
-            source_text=text,
+            source_text=clean_text(text),  # as the model read it, and as JSON and plotly can carry it
             source_ids=source.ids,
             source_pieces=self.tokenizer.pieces(source.ids, "source"),
             target_ids=target_ids,
