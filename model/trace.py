@@ -71,7 +71,7 @@ class Fork:
 
 
 # Where a trace saved before TraceOutcome kept an experiment's record, and the experiment's name.
-FORMER_EXPERIMENT_KEYS = {"ablation": "ablation", "word_order": "word_order", "positional_experiment": "word_order"}
+FORMER_EXPERIMENT_KEYS = {"ablation": "ablation", "positional_experiment": "word_order"}
 
 
 @dataclass
