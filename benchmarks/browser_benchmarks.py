@@ -136,7 +136,7 @@ def _view_switch(driver, index: int) -> float:
 
     if index % 2 == 0:
         wanted = lambda title: title.startswith("Encoder") and "self-attention" in title  # noqa: E731
-        return _rerun(driver, lambda: click_button(driver, KIND_TITLES["encoder"]), wanted)
+        return _rerun(driver, lambda: click_button(driver, KIND_TITLES["encoder_self"]), wanted)
     return _rerun(driver, lambda: click_button(driver, KIND_TITLES["cross"]), lambda title: "cross-attention" in title)
 
 

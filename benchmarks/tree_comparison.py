@@ -34,6 +34,7 @@ import json, sys, time
 import torch
 torch.set_num_threads(1)
 from model import load_checkpoint
+from model.heads import ATTENTION_KINDS  # each tree's own names for the kinds of attention
 from viz import attention_axes, attention_grid, attention_heatmap
 
 sentences, checkpoint, repeats = json.loads(sys.argv[1])
@@ -50,7 +51,7 @@ def attribute(trace):
 
 
 def figures(trace):
-    for kind in ("encoder", "decoder", "cross"):
+    for kind in ATTENTION_KINDS:
         axes = attention_axes(trace, kind)
         attention_heatmap(axes.stack[0, 0], axes.query_pieces, axes.key_pieces).to_json()
         attention_grid(axes.stack, axes.query_pieces, axes.key_pieces).to_json()

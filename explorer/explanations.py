@@ -27,13 +27,13 @@ EXPLANATIONS: dict[str, str] = {
         "such as >>fr<< for French. The code picked here is put in front of your sentence (you see it as the first "
         "source piece); a sentence that starts with its own code keeps it."
     ),
-    "encoder": (
+    "encoder_self": (
         "**Encoder self-attention.** Every source token builds its new representation as a weighted "
         "average of all source tokens. Row = the token that is updated (query), column = the token "
         "it reads from (key); each row sums to 1. Heads in the same layer run side by side and often "
         "specialise: one looks at the previous word, one at the next, one at the end of the sentence."
     ),
-    "decoder": (
+    "decoder_self": (
         "**Decoder self-attention.** While writing the translation, each step may only read the "
         "tokens written before it (a *causal mask*): the upper-right triangle is empty. Row = the "
         "output token written at that step (hover: the decoder input it read, `<s>` at the first "
@@ -74,7 +74,7 @@ EXPLANATIONS: dict[str, str] = {
         "multiplies the layers' attention, each mixed half-and-half with the identity for the "
         "residual connection, to estimate how much each input token contributes after several layers."
     ),
-    "rollout_decoder": (
+    "rollout_decoder_self": (
         "For decoder self-attention, rollout only follows the flow between target tokens; what comes "
         "in from the source through cross-attention is left out, so read it as a partial picture."
     ),

@@ -59,12 +59,27 @@ def parse_text(raw: str) -> str:
     return raw
 
 
+# The attention kinds' names before they were told apart from the stacks': links with view=decoder still open.
+FORMER_KIND_NAMES = {"encoder": "encoder_self", "decoder": "decoder_self"}
+
+
+def parse_kind_name(raw: str) -> str:
+    """An attention kind, or a view named after one, with a former kind name read as today's."""
+    return FORMER_KIND_NAMES.get(raw, raw)
+
+
+def parse_head_key(raw: str) -> str:
+    """A head as the ablation's URL names it, "kind.layer.head" ("cross.2.0"), a former kind name read as today's."""
+    kind, dot, place = raw.partition(".")
+    return f"{parse_kind_name(kind)}{dot}{place}"
+
+
 @dataclass(frozen=True)
 class Setting:
     """One URL-bound setting. ``parse`` turns one URL value into a widget value (ValueError when it cannot);
     ``multi`` settings hold a list, written comma-separated. ``options`` None: free text, or given by the page.
     ``former_keys``: the names older links used for it, read when the link is opened (the URL is then rewritten
-    with ``key``)."""
+    with ``key``); ``parse`` reads the values older links used in the same way (``parse_kind_name``)."""
 
     key: str
     parse: Callable[[str], Any]
@@ -100,7 +115,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("checkpoint", parse_text),
     Setting("sentence", parse_text),
     Setting("target_language", parse_text),  # a multi-target model's ">>xx<<" code; choices given by the page
-    Setting("view", parse_text),
+    Setting("view", parse_kind_name),
     Setting("display", parse_text, "single", DISPLAYS),
     Setting("layer", int, 0),
     Setting("head", int, 0),
@@ -115,9 +130,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("quiz_layer", int),
     Setting("quiz_head", int),
     Setting("attribution_step", int, 0),
-    Setting("evolution_kind", parse_text, "cross", ATTENTION_KINDS),
+    Setting("evolution_kind", parse_kind_name, "cross", ATTENTION_KINDS),
     Setting("experiment", parse_text, "whatif"),
-    Setting("module_kind", parse_text, "cross", ATTENTION_KINDS),
+    Setting("module_kind", parse_kind_name, "cross", ATTENTION_KINDS),
     Setting("query_row", int, 0),
     Setting("fork_step", int, 0),
     Setting("fork_token", int),
@@ -127,7 +142,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("statistic", parse_text, "entropy", tuple(STATISTICS)),
     Setting("stats_source", parse_text, "sentence", STATS_SOURCES),
     Setting("pair_sentence", parse_text, ""),
-    Setting("ablate", parse_text, [], multi=True),
+    Setting("ablate", parse_head_key, [], multi=True),
     Setting("ablation_mode", parse_text, "zero", ABLATION_MODES),
     Setting("word_order_variant", parse_text, "no-pe", WORD_ORDER_VARIANTS, former_keys=("pe_experiment",)),
     Setting("word_order_stacks", parse_text, list(STACKS), STACKS, multi=True, former_keys=("pe_stacks",)),

@@ -10,6 +10,7 @@ import re
 from collections.abc import Sequence
 
 from model.card import Card, ToyTaskSection
+from model.heads import KIND_TITLES
 from viz.tokens import display_text
 
 EXAMPLE_SENTENCES: dict[str, list[str]] = {
@@ -211,17 +212,12 @@ ALTI_FALLBACK = (
     "ALTI+ fell back in {rows}: no position scored clearly above zero there (its score under 10⁻⁹ of the block's "
     "output), so each of those positions keeps itself, and the shares passing through them say less."
 )
-ALTI_BLOCK_NAMES = {
-    "encoder": "encoder self-attention",
-    "decoder": "decoder self-attention",
-    "cross": "cross-attention",
-}
 
 
 def alti_fallback_notice(fallback_rows: dict[str, int]) -> str:
     """Where ALTI+ found nothing to share out ("" when nowhere): rows per kind of attention block."""
     parts = [
-        f"{count} row{'s' if count != 1 else ''} of {ALTI_BLOCK_NAMES[kind]}"
+        f"{count} row{'s' if count != 1 else ''} of {KIND_TITLES[kind].lower()}"
         for kind, count in fallback_rows.items()
         if count
     ]

@@ -2,7 +2,8 @@
 
 The network uses attention three ways (section 3.2.3 of the paper): encoder self-attention,
 decoder self-attention (causal) and cross-attention (decoder queries, encoder keys). The
-code names them "encoder", "decoder" and "cross"; each layer's module is found under the
+code names these kinds "encoder_self", "decoder_self" and "cross", and keeps "encoder" and
+"decoder" for the two stacks of layers (``STACKS``). Each layer's module is found under the
 name ``named_modules()`` gives it, e.g. "decoder.layers.1.cross_attn", which is also the key
 of ``Capture.attention`` and ``Trace.attention``.
 """
@@ -16,15 +17,19 @@ from dataclasses import dataclass
 from model.config import TransformerConfig
 
 STACKS = ("encoder", "decoder")  # the two stacks of layers; each has its own embedding and positional encoding
-ATTENTION_KINDS = ("encoder", "decoder", "cross")
+ATTENTION_KINDS = ("encoder_self", "decoder_self", "cross")
 # Kind -> (stack, attribute of the stack's layers): the module is "{stack}.layers.{layer}.{attribute}".
 _MODULES = {
-    "encoder": ("encoder", "self_attn"),
-    "decoder": ("decoder", "self_attn"),
+    "encoder_self": ("encoder", "self_attn"),
+    "decoder_self": ("decoder", "self_attn"),
     "cross": ("decoder", "cross_attn"),
 }
-KIND_LABELS = {"encoder": "encoder self", "decoder": "decoder self", "cross": "cross"}  # short, for tables and pickers
-KIND_TITLES = {"encoder": "Encoder self-attention", "decoder": "Decoder self-attention", "cross": "Cross-attention"}
+KIND_LABELS = {"encoder_self": "encoder self", "decoder_self": "decoder self", "cross": "cross"}  # tables, pickers
+KIND_TITLES = {
+    "encoder_self": "Encoder self-attention",
+    "decoder_self": "Decoder self-attention",
+    "cross": "Cross-attention",
+}
 _MODULE_NAME = re.compile(r"(encoder|decoder)\.layers\.(\d+)\.(self_attn|cross_attn)")
 _KIND_OF_MODULE = {module: kind for kind, module in _MODULES.items()}
 
@@ -48,17 +53,22 @@ def short_head_label(layer: int, head: int) -> str:
 def head_title(kind: str, layer: int, head: int | None = None) -> str:
     """A head (or a layer's attention of one kind) in plain words, as a student reads it in a title, counted from 1:
     head_title("cross", 2, 1) -> "Decoder layer 3 – cross-attention – head 2"."""
-    stack, _ = _MODULES[check_kind(kind)]
+    stack = stack_of(kind)
     what = "cross-attention" if kind == "cross" else "self-attention"
     words = f"{stack.capitalize()} {layer_label(layer)} – {what}"
     return words if head is None else f"{words} – {head_label(head)}"
 
 
 def check_kind(kind: str) -> str:
-    """``kind`` itself when it is "encoder", "decoder" or "cross"; a ValueError otherwise."""
+    """``kind`` itself when it is "encoder_self", "decoder_self" or "cross"; a ValueError otherwise."""
     if kind not in ATTENTION_KINDS:
         raise ValueError(f"kind must be one of {ATTENTION_KINDS}, not {kind!r}")
     return kind
+
+
+def stack_of(kind: str) -> str:
+    """The stack whose layers hold the attention of ``kind``: stack_of("cross") -> "decoder"."""
+    return _MODULES[check_kind(kind)][0]
 
 
 def module_name(kind: str, layer: int) -> str:
@@ -88,7 +98,7 @@ def parse_module_name(name: str) -> tuple[str, int]:
 
 
 def module_kind(name: str) -> str:
-    """The kind of an attention module name: "encoder.layers.0.self_attn" -> "encoder"."""
+    """The kind of an attention module name: "encoder.layers.0.self_attn" -> "encoder_self"."""
     return parse_module_name(name)[0]
 
 
@@ -101,12 +111,12 @@ def attention_modules(names: Iterable[str], kind: str) -> list[str]:
 
 def layer_count(config: TransformerConfig, kind: str) -> int:
     """Layers that have attention of ``kind``."""
-    return config.n_encoder_layers if check_kind(kind) == "encoder" else config.n_decoder_layers
+    return config.n_encoder_layers if stack_of(kind) == "encoder" else config.n_decoder_layers
 
 
 @dataclass(frozen=True)
 class HeadRef:
-    """One attention head: its kind ("encoder" / "decoder" self-attention or "cross"), layer and head."""
+    """One attention head: its kind ("encoder_self", "decoder_self" or "cross"), layer and head."""
 
     kind: str
     layer: int

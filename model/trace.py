@@ -119,7 +119,7 @@ class Trace:
     topk_pieces: list[list[str]]
     attention: dict[str, np.ndarray]  # module name -> (heads, queries, keys)
     positional: dict[str, np.ndarray]  # module name -> (positions, d_model), the encoding added
-    embedding_norms: dict[str, np.ndarray]  # "encoder"/"decoder" -> (positions,) |scaled token embedding|
+    embedding_norms: dict[str, np.ndarray]  # stack ("encoder"/"decoder") -> (positions,) |scaled token embedding|
     settings: TraceSettings = field(default_factory=TraceSettings)  # what was asked
     outcome: TraceOutcome = field(default_factory=TraceOutcome)  # what happened
     model_info: dict[str, Any] = field(default_factory=dict)  # layers, heads, d_model, checkpoint
@@ -138,11 +138,11 @@ class Trace:
         return self.target_pieces[1:]
 
     def attention_names(self, kind: str) -> list[str]:
-        """Module names of one kind ("encoder", "decoder" self-attention or "cross"), in layer order."""
+        """Module names of one kind ("encoder_self", "decoder_self" or "cross"), in layer order."""
         return attention_modules(self.attention, kind)
 
     def attention_stack(self, kind: str) -> np.ndarray:
-        """(layers, heads, queries, keys) for "encoder", "decoder" or "cross"."""
+        """(layers, heads, queries, keys) for "encoder_self", "decoder_self" or "cross"."""
         return np.stack([self.attention[n] for n in self.attention_names(kind)])
 
     def to_dict(self) -> dict[str, Any]:

@@ -228,14 +228,15 @@ class Transformer(nn.Module):
         return ~padded[:, None, None, :]
 
     def attention_masks(self, src_ids: torch.Tensor, tgt_ids: torch.Tensor) -> dict[str, AttentionMask]:
-        """The keys each kind of attention may use in ``forward(src_ids, tgt_ids)``, by kind ("encoder", "decoder",
-        "cross"): the keys that are not padding (B, Tk) and, for decoder self-attention, the causal mask (T, T)."""
+        """The keys each kind of attention may use in ``forward(src_ids, tgt_ids)``, by kind ("encoder_self",
+        "decoder_self", "cross"): the keys that are not padding (B, Tk) and, for decoder self-attention, the causal
+        mask (T, T)."""
         source_keys = ~self.padded(src_ids)
         target_keys = ~self.padded(tgt_ids, target=True)
         length = tgt_ids.size(1)
         return {
-            "encoder": AttentionMask(source_keys, None),
-            "decoder": AttentionMask(target_keys, causal_mask(length, length, tgt_ids.device)),
+            "encoder_self": AttentionMask(source_keys, None),
+            "decoder_self": AttentionMask(target_keys, causal_mask(length, length, tgt_ids.device)),
             "cross": AttentionMask(source_keys, None),
         }
 

@@ -96,7 +96,7 @@ def step_attention(
     """One decoding step's attention over the keys: one row per head and their mean on the last row.
 
     ``rows`` is (heads, keys): e.g. Trace.attention_stack("cross")[layer, :, t, :] for what the
-    step looks at in the source, or attention_stack("decoder")[layer, :, t, : t + 1] for the
+    step looks at in the source, or attention_stack("decoder_self")[layer, :, t, : t + 1] for the
     target so far. ``row_height``: pixels a row adds to the figure's height.
     """
     attention, row_names = _heads_and_mean(rows, key_pieces, merge_words, show_special)

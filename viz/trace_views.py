@@ -23,7 +23,7 @@ class AttentionAxes:
 
 
 def attention_axes(trace: Trace, kind: str) -> AttentionAxes:
-    """The attention of one kind ("encoder", "decoder", "cross") with the tokens on each axis.
+    """The attention of one kind ("encoder_self", "decoder_self", "cross") with the tokens on each axis.
 
     Encoder rows and columns are the source pieces (EOS last). A decoder row (self- or
     cross-attention) is one decoding step, labelled with the token that step wrote (the first
@@ -33,7 +33,7 @@ def attention_axes(trace: Trace, kind: str) -> AttentionAxes:
     """
     check_kind(kind)
     stack = trace.attention_stack(kind)
-    if kind == "encoder":
+    if kind == "encoder_self":
         pieces = list(trace.source_pieces)
         return AttentionAxes(stack, pieces, pieces, None, "source piece (updated)", "source piece (read)")
     inputs = list(trace.decoder_input_pieces)
@@ -76,5 +76,5 @@ def decoding_step(trace: Trace, step: int, layer: int) -> DecodingStep:
         top_probabilities=np.asarray(trace.topk_probs[step]),
         chosen_rank=top_ids.index(chosen_id) if chosen_id in top_ids else None,
         cross_rows=trace.attention_stack("cross")[layer, :, step, :],
-        self_rows=trace.attention_stack("decoder")[layer, :, step, : step + 1],
+        self_rows=trace.attention_stack("decoder_self")[layer, :, step, : step + 1],
     )

@@ -96,7 +96,7 @@ def fork_attention_figures(
     for name, trace in (("Original", original), (f"What if: step {step + 1} → {chosen}", forked)):
         axes = attention_axes(trace, kind)
         figure = head_heatmap(axes, layer, head, annotate=annotate, title=name)
-        if kind != "encoder":  # encoder attention does not depend on the output: nothing to mark
+        if kind != "encoder_self":  # encoder attention does not depend on the output: nothing to mark
             figure.add_shape(
                 type="rect",
                 x0=-0.5,

@@ -19,8 +19,8 @@ from model.heads import KIND_TITLES
 VIEWS = Registry(
     View("cross", KIND_TITLES["cross"], partial(attention.render, kind="cross")),
     View("steps", "Decoding steps", steps.render, opens_presenter=True),
-    View("encoder", KIND_TITLES["encoder"], partial(attention.render, kind="encoder")),
-    View("decoder", KIND_TITLES["decoder"], partial(attention.render, kind="decoder")),
+    View("encoder_self", KIND_TITLES["encoder_self"], partial(attention.render, kind="encoder_self")),
+    View("decoder_self", KIND_TITLES["decoder_self"], partial(attention.render, kind="decoder_self")),
     View("positional", "Positional encoding", positional.render),
     View("quiz", "Quiz", quiz.render),
     View("evolution", "Training evolution", evolution.render),

@@ -45,8 +45,8 @@ def draw(ctx: PageContext, kind: str) -> None:
         layer, head = layer_and_head_pickers(axes.stack.shape, default, side=True)
         grid_layers = grid_layer_picker(*axes.stack.shape[:2]) if mode == "grid" else None
         topics = [kind, mode]
-        if mode == "aggregates" and kind != "encoder":
-            topics.append("rollout_decoder" if kind == "decoder" else "rollout_cross")
+        if mode == "aggregates" and kind != "encoder_self":
+            topics.append(f"rollout_{kind}")  # rollout_decoder_self, rollout_cross
         explanation = how_to_read(*topics)
     name = f"{ctx.file_stem}-{kind}-{mode}"
     title = KIND_TITLES[kind]

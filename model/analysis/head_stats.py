@@ -77,8 +77,8 @@ def module_axes(trace: Trace, name: str) -> tuple[list[str], list[str]]:
     keys are the source pieces.
     """
     kind = module_kind(name)
-    queries = trace.source_pieces if kind == "encoder" else trace.decoder_input_pieces
-    keys = trace.decoder_input_pieces if kind == "decoder" else trace.source_pieces
+    queries = trace.source_pieces if kind == "encoder_self" else trace.decoder_input_pieces
+    keys = trace.decoder_input_pieces if kind == "decoder_self" else trace.source_pieces
     return list(queries), list(keys)
 
 

@@ -37,7 +37,7 @@ class AttentionStages:
     """
 
     module_name: str
-    kind: str  # "encoder" (self-attention), "decoder" (causal self-attention) or "cross"
+    kind: str  # "encoder_self", "decoder_self" (causal) or "cross" (model.heads.ATTENTION_KINDS)
     head: int
     step: int | None  # the query row shown; None: every row
     query_pieces: list[str]  # (Tq,) tokens of the rows shown; empty when no pieces were given
@@ -119,7 +119,7 @@ def stages_from_ids(
     decoder_input = list(target_ids[:-1])
     if not decoder_input:
         raise ValueError("target_ids needs BOS and at least one more token")
-    n_queries = len(source_ids) if kind == "encoder" else len(decoder_input)
+    n_queries = len(source_ids) if kind == "encoder_self" else len(decoder_input)
     _check_index(step, n_queries, "step")
     device = next(model.parameters()).device
     src = torch.tensor([list(source_ids)], dtype=torch.long, device=device)
@@ -148,8 +148,8 @@ def stages_from_ids(
     contributions = probs[:, :, None] * v[None, :, :]  # (Tq, Tk, dk), summing over keys gives output
 
     decoder_pieces = list(target_pieces[:-1]) if target_pieces else []
-    query_pieces = list(source_pieces or []) if kind == "encoder" else decoder_pieces
-    key_pieces = decoder_pieces if kind == "decoder" else list(source_pieces or [])
+    query_pieces = list(source_pieces or []) if kind == "encoder_self" else decoder_pieces
+    key_pieces = decoder_pieces if kind == "decoder_self" else list(source_pieces or [])
     return AttentionStages(
         module_name=module_name,
         kind=kind,

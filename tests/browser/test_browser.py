@@ -132,7 +132,7 @@ def test_a_switch_between_views_of_the_sentence_reruns_the_view_alone(server, ne
     wait_until(driver, lambda d: step_text(d).startswith("Step 1 of"), "the steps view did not open")
     click_button(driver, "Next")
     wait_until(driver, lambda d: "step=1" in d.current_url, "the link did not follow the step")
-    click_button(driver, KIND_TITLES["encoder"])
+    click_button(driver, KIND_TITLES["encoder_self"])
     wait_until(driver, lambda d: chart(d, "Encoder layer") is not None, "the encoder's view did not open")
     wait_until(driver, lambda d: "view=encoder" in d.current_url, "the link did not follow the view")
     assert "step=" not in driver.current_url
@@ -340,7 +340,8 @@ def test_chart_titles_fit_their_charts_at_1280x800(server):
 
 
 @pytest.mark.parametrize(
-    ("view", "kind"), [("Decoder self-attention", "decoder"), ("Cross-attention", "cross"), ("Positional encoding", "")]
+    ("view", "kind"),
+    [("Decoder self-attention", "decoder_self"), ("Cross-attention", "cross"), ("Positional encoding", "")],
 )
 def test_views_draw_without_console_errors_or_outside_requests(server, driver, translator, view, kind):
     load_page(driver, server)

@@ -169,7 +169,7 @@ def test_step_buttons_move_the_step(app):
     assert app.select_slider(key="step").value == 0
 
 
-@pytest.mark.parametrize("view", ["encoder", "decoder", "cross"])
+@pytest.mark.parametrize("view", ["encoder_self", "decoder_self", "cross"])
 @pytest.mark.parametrize("display", ["single", "grid", "heads", "aggregates"])
 def test_every_attention_view_draws(app, view, display):
     app.segmented_control(key="view").set_value(view).run()
@@ -416,7 +416,7 @@ def test_each_setting_recomputes_exactly_what_depends_on_it(app, monkeypatch):
         ("tiny-en-de", first, beam, 5)
     ]
     for only_drawn in (
-        lambda: app.segmented_control(key="view").set_value("encoder").run(),
+        lambda: app.segmented_control(key="view").set_value("encoder_self").run(),
         lambda: app.radio(key="display").set_value("grid").run(),
         lambda: app.toggle(key="merge_words").set_value(True).run(),
         lambda: app.toggle(key="show_special").set_value(False).run(),

@@ -173,7 +173,7 @@ def test_beam_tree_draws_every_candidate_and_one_beams_cross_attention(new_app, 
 
 
 def test_inside_one_head_shows_every_stage_with_its_shape(new_app, translator, original):
-    app = new_app(experiment="internals", module_kind="decoder", layer="1", head="2", query_row="2")
+    app = new_app(experiment="internals", module_kind="decoder_self", layer="1", head="2", query_row="2")
     assert_ok(app)
     stages = attention_stages(translator, original, "decoder.layers.1.self_attn", 2, 2)
     titles = chart_titles(app)
@@ -231,7 +231,7 @@ def test_head_statistics_over_an_uploaded_file(new_app, translator):
 
 
 def test_minimal_pair_shows_both_translations_and_the_difference(new_app, translator, original):
-    app = new_app(experiment="pair", pair_sentence=SECOND, module_kind="encoder", layer="1", head="3")
+    app = new_app(experiment="pair", pair_sentence=SECOND, module_kind="encoder_self", layer="1", head="3")
     assert_ok(app)
     second = translator.trace(SECOND, beam_size=1, max_new_tokens=MAX_LEN)
     shown = translations_shown(app)
@@ -268,12 +268,12 @@ def test_switching_heads_off_shows_both_translations_and_the_importance_heatmap(
     assert_ok(app)
     importance = head_importance(translator, SENTENCE, target_ids=original.target_ids[1:])
     heatmap = chart_titled(app, "Head importance (zero ablation)")
-    for data, kind in zip(heatmap["data"], ("encoder", "decoder", "cross"), strict=True):
+    for data, kind in zip(heatmap["data"], ("encoder_self", "decoder_self", "cross"), strict=True):
         assert np.allclose(plotly_array(data["z"]), importance.drops[kind], atol=1e-4)
     assert [info.value for info in app.info][-1].startswith("Pick heads to switch off")
-    app.multiselect(key="ablate").set_value(["cross.1.2", "encoder.0.1"]).run()
+    app.multiselect(key="ablate").set_value(["cross.1.2", "encoder_self.0.1"]).run()
     assert_ok(app)
-    heads = [HeadRef("cross", 1, 2), HeadRef("encoder", 0, 1)]
+    heads = [HeadRef("cross", 1, 2), HeadRef("encoder_self", 0, 1)]
     comparison = compare_ablation(translator, SENTENCE, heads, beam_size=1, max_new_tokens=MAX_LEN)
     shown = translations_shown(app)
     assert shown["Original"] == as_shown(comparison.original.translation)
@@ -281,7 +281,7 @@ def test_switching_heads_off_shows_both_translations_and_the_importance_heatmap(
     assert chart_titled(app, "Translation without 2 heads (zero ablation)")
     bars = chart_titled(app, "Token probabilities (log-probability drop ")
     assert plotly_array(bars["data"][1]["y"]) == pytest.approx(comparison.forced.step_probs, abs=1e-6)
-    assert app.query_params["ablate"] == "cross.1.2,encoder.0.1"
+    assert app.query_params["ablate"] == "cross.1.2,encoder_self.0.1"
     app.button(key="ablate_top").click().run()
     top = [f"{ref.kind}.{ref.layer}.{ref.head}" for ref, _ in importance.ranking()[:3]]
     assert sorted(app.multiselect(key="ablate").value) == sorted(top)
@@ -321,10 +321,10 @@ def test_word_order_experiments_show_both_translations(new_app, translator):
 
 
 def test_a_url_opens_each_experiment_in_its_state_and_bad_values_fall_back(new_app):
-    query = {"experiment": "ablation", "ablate": "cross.1.2,decoder.0.3", "ablation_mode": "mean"}
+    query = {"experiment": "ablation", "ablate": "cross.1.2,decoder_self.0.3", "ablation_mode": "mean"}
     app = new_app(**query)
     assert_ok(app)
-    assert app.multiselect(key="ablate").value == ["cross.1.2", "decoder.0.3"]
+    assert app.multiselect(key="ablate").value == ["cross.1.2", "decoder_self.0.3"]
     assert app.segmented_control(key="ablation_mode").value == "mean"
     assert chart_titled(app, "Translation without 2 heads (mean ablation)")
     assert app.query_params == {"sentence": SENTENCE, "max_new_tokens": str(MAX_LEN), "view": "experiments", **query}

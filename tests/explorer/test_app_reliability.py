@@ -194,7 +194,7 @@ def test_markup_in_source_pieces_output_and_forced_target_is_shown_as_text(monke
     assert shown_tokenization(app)["piece"] == expected.source_pieces
     assert headings(app) == [escape_markdown(expected.translation) or "(empty)"]
     assert_no_markup_rendered(app)
-    for view, display in (("cross", "heads"), ("decoder", "grid"), ("encoder", "aggregates")):
+    for view, display in (("cross", "heads"), ("decoder_self", "grid"), ("encoder_self", "aggregates")):
         app.segmented_control(key="view").set_value(view).run()
         app.radio(key="display").set_value(display).run()
         assert_ok(app)

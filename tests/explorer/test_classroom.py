@@ -90,7 +90,7 @@ def test_a_url_opens_the_page_in_exactly_that_state(new_app, classroom_checkpoin
     query = {
         "checkpoint": "toy-plain-en-de",
         "sentence": SENTENCE,
-        "view": "decoder",
+        "view": "decoder_self",
         "layer": "1",
         "head": "2",
         "decoding": "beam",
@@ -104,7 +104,7 @@ def test_a_url_opens_the_page_in_exactly_that_state(new_app, classroom_checkpoin
     assert {key: state[key] for key in ("checkpoint", "sentence", "view", "layer", "head")} == {
         "checkpoint": "toy-plain-en-de",
         "sentence": SENTENCE,
-        "view": "decoder",
+        "view": "decoder_self",
         "layer": 1,
         "head": 2,
     }
@@ -122,14 +122,14 @@ def test_changing_the_state_updates_the_url_and_that_url_reopens_it(app, new_app
     assert app.query_params == {}  # the defaults need no parameters
     app.text_input(key="sentence").input(SENTENCE).run()
     assert app.query_params == {"sentence": SENTENCE}
-    app.segmented_control(key="view").set_value("decoder").run()
+    app.segmented_control(key="view").set_value("decoder_self").run()
     app.selectbox(key="layer").set_value(1).run()
     app.selectbox(key="head").set_value(3).run()
     app.toggle(key="merge_words").set_value(True).run()
     assert_ok(app)
     assert app.query_params == {
         "sentence": SENTENCE,
-        "view": "decoder",
+        "view": "decoder_self",
         "layer": "1",
         "head": "3",
         "merge_words": "true",
@@ -171,7 +171,7 @@ def shared_links(classroom_checkpoints: Path) -> list[dict[str, str]]:
         {
             "checkpoint": "toy-plain-en-de",
             "sentence": SENTENCE,
-            "view": "decoder",
+            "view": "decoder_self",
             "display": "heads",
             "layer": "1",
             "head": "2",
@@ -185,7 +185,7 @@ def shared_links(classroom_checkpoints: Path) -> list[dict[str, str]]:
             "show_special": "false",
             "annotate": "true",
         },
-        {"view": "encoder", "display": "grid", "grid_layers": "1"},  # the all-heads grid of one layer
+        {"view": "encoder_self", "display": "grid", "grid_layers": "1"},  # the all-heads grid of one layer
         {"view": "positional", "positional_stack": "decoder", "positional_dimensions": "3,1", "presenter": "true"},
         {
             "sentence": SENTENCE,
@@ -197,14 +197,14 @@ def shared_links(classroom_checkpoints: Path) -> list[dict[str, str]]:
             "target": "ein mann",
         },
         {"sentence": SENTENCE, "view": "steps", "step": "2", "step_layer": "0"},
-        {"view": "evolution", "evolution_kind": "decoder", "layer": "1", "head": "3"},
+        {"view": "evolution", "evolution_kind": "decoder_self", "layer": "1", "head": "3"},
         {"sentence": SENTENCE, "view": "attribution", "attribution_step": "1"},
         {
             **experiments,  # the first experiment, what-if, is the default
             "fork_step": str(fork_step),
             "fork_token": str(free.target_ids[fork_step + 1]),  # the written token: valid, and not the default
             "fork_word": "park",
-            "module_kind": "encoder",
+            "module_kind": "encoder_self",
         },
         {
             **experiments,
@@ -215,10 +215,10 @@ def shared_links(classroom_checkpoints: Path) -> list[dict[str, str]]:
             "beam_node": str(other_node),
             "layer": "1",
         },
-        {**experiments, "experiment": "internals", "module_kind": "decoder", "layer": "1", "query_row": "2"},
+        {**experiments, "experiment": "internals", "module_kind": "decoder_self", "layer": "1", "query_row": "2"},
         {**experiments, "experiment": "stats", "statistic": list(STATISTICS)[1], "stats_source": "file"},
-        {**experiments, "experiment": "pair", "pair_sentence": "a dog runs.", "module_kind": "encoder"},
-        {**experiments, "experiment": "ablation", "ablation_mode": "mean", "ablate": "cross.1.2,encoder.0.1"},
+        {**experiments, "experiment": "pair", "pair_sentence": "a dog runs.", "module_kind": "encoder_self"},
+        {**experiments, "experiment": "ablation", "ablation_mode": "mean", "ablate": "cross.1.2,encoder_self.0.1"},
         {**experiments, "experiment": "word_order", "word_order_variant": "shuffle", "word_order_seed": "2"},
         {**experiments, "experiment": "word_order", "word_order_stacks": "decoder"},
         {
@@ -275,6 +275,17 @@ FORMER_LINKS = [
     ),
     ({"view": "positional", "positional_side": "decoder"}, {"view": "positional", "positional_stack": "decoder"}),
     ({"max_len": "7"}, {"max_new_tokens": "7"}),
+    # the attention kinds' former names, which were also the stacks'
+    ({"view": "decoder", "display": "grid"}, {"view": "decoder_self", "display": "grid"}),
+    ({"view": "evolution", "evolution_kind": "encoder"}, {"view": "evolution", "evolution_kind": "encoder_self"}),
+    (
+        {"view": "experiments", "experiment": "internals", "module_kind": "decoder"},
+        {"view": "experiments", "experiment": "internals", "module_kind": "decoder_self"},
+    ),
+    (
+        {"view": "experiments", "experiment": "ablation", "ablate": "decoder.0.1,cross.1.2"},
+        {"view": "experiments", "experiment": "ablation", "ablate": "decoder_self.0.1,cross.1.2"},
+    ),
 ]
 
 
@@ -321,7 +332,7 @@ def test_presenter_mode_shows_one_view_large_with_keyboard_steps(app, new_app, c
     app.toggle(key="merge_words").set_value(True).run()
     app.segmented_control(key="view").set_value("steps").run()
     app.button(key="step_next").click().run()
-    app.segmented_control(key="view").set_value("encoder").run()
+    app.segmented_control(key="view").set_value("encoder_self").run()
     normal_sidebar = [header.value for header in app.sidebar.header]
     app.toggle(key="presenter").set_value(True).run()  # the presentation starts: first view, first step
     assert_ok(app)
@@ -363,7 +374,7 @@ def help_panels(app: AppTest) -> list:
 
 
 def test_how_to_read_panels_carry_the_caveat_on_every_attention_view(app):
-    for view in ("encoder", "decoder", "cross", "quiz", "evolution"):
+    for view in ("encoder_self", "decoder_self", "cross", "quiz", "evolution"):
         app.segmented_control(key="view").set_value(view).run()
         assert_ok(app)
         panels = help_panels(app)
@@ -449,7 +460,7 @@ def score_line(app: AppTest) -> str:
 def test_evolution_view_shows_the_same_head_at_each_stage_and_each_translation(app, classroom_checkpoints):
     app.text_input(key="sentence").input(SENTENCE).run()
     app.segmented_control(key="view").set_value("evolution").run()
-    app.segmented_control(key="evolution_kind").set_value("decoder").run()
+    app.segmented_control(key="evolution_kind").set_value("decoder_self").run()
     app.selectbox(key="layer").set_value(1).run()
     app.selectbox(key="head").set_value(2).run()
     assert_ok(app)
@@ -465,13 +476,13 @@ def test_evolution_view_shows_the_same_head_at_each_stage_and_each_translation(a
     for panel, path in zip(figure["data"], stages.values(), strict=True):
         stage_translator = load_checkpoint(path, device="cpu")
         forced = stage_translator.trace(SENTENCE, beam_size=1, target_ids=final.target_ids[1:])
-        assert np.allclose(plotly_array(panel["z"]), forced.attention_stack("decoder")[1, 2], atol=1e-6)
+        assert np.allclose(plotly_array(panel["z"]), forced.attention_stack("decoder_self")[1, 2], atol=1e-6)
     table = next(frame.value for frame in app.dataframe if "stage" in frame.value.columns)
     assert list(table["stage"]) == ["untrained (update 0)", "early in training (update 10)", "finished model"]
     assert list(table["translation"]) == [
         load_checkpoint(path, device="cpu").translate(SENTENCE, beam_size=1) for path in stages.values()
     ]
-    assert app.query_params["evolution_kind"] == "decoder"
+    assert app.query_params["evolution_kind"] == "decoder_self"
 
 
 def test_evolution_view_says_when_a_checkpoint_has_no_snapshots(new_app):

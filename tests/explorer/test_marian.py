@@ -26,7 +26,7 @@ def test_the_imported_checkpoint_opens_in_the_app_and_shows_its_heatmaps(marian,
     translation = load_checkpoint(marian[3], device="cpu").trace(sentence, beam_size=1)
     headings = [markdown.value.removeprefix("### ") for markdown in app.markdown if markdown.value.startswith("### ")]
     assert [heading.replace("\\", "") for heading in headings] == [translation.translation]
-    for view in ("encoder", "decoder", "cross"):
+    for view in ("encoder_self", "decoder_self", "cross"):
         for display in ("single", "grid"):
             app.segmented_control(key="view").set_value(view).run()
             app.radio(key="display").set_value(display).run()

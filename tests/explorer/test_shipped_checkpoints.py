@@ -26,5 +26,5 @@ def test_every_view_draws_the_shipped_model(shipped_model):
         app.segmented_control(key="view").set_value(view).run()
         assert_ok(app)
         assert not app.error, (view, [error.value for error in app.error])
-        if view in ("cross", "steps", "encoder", "decoder"):
+        if view in ("cross", "steps", "encoder_self", "decoder_self"):
             assert chart_titles(app), view

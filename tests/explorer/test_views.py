@@ -55,8 +55,8 @@ def test_importing_app_draws_nothing_and_a_view_renders_alone(monkeypatch, tiny_
         "Size of position vs. size of token",
     ]
     trace = load_checkpoint(tiny_checkpoint, device="cpu").trace(SENTENCE, beam_size=1)
-    for side, pieces in (("encoder", trace.source_pieces), ("decoder", trace.decoder_input_pieces)):
-        app.radio(key="positional_stack").set_value(side).run()
+    for stack, pieces in (("encoder", trace.source_pieces), ("decoder", trace.decoder_input_pieces)):
+        app.radio(key="positional_stack").set_value(stack).run()
         assert_ok(app)
         matrix = chart_titled(app, "Positional encoding added at each position")
         assert plotly_array(matrix["data"][0]["z"]).shape[0] == len(pieces)
@@ -113,7 +113,7 @@ def test_48_heads_a_kind_page_the_grid_and_every_view_draws(monkeypatch, opus_sh
     monkeypatch.setenv(CHECKPOINTS_ENV, str(opus_shaped_folder))
     sentence = " ".join([SENTENCE] * 3)
     app = AppTest.from_file(APP, default_timeout=120)
-    app.query_params.update({"sentence": sentence, "view": "encoder", "display": "grid"})
+    app.query_params.update({"sentence": sentence, "view": "encoder_self", "display": "grid"})
     app.run()
     assert_ok(app)
     picker = app.selectbox(key="grid_layers")

@@ -64,12 +64,12 @@ def random_model(
 
 def record_blocks(model: Transformer, source_ids: list[int], decoder_input: list[int]) -> dict:
     """Run the model once with hooks on every attention module and on the layer norm of its sublayer; return per
-    kind ("encoder", "decoder", "cross") and layer what each really got: the attention's query and key/value and its
-    output, and the layer norm's input and output; and under "memory" the encoder's output ("unnormed_memory": its
-    last layer's, before a final norm)."""
+    kind ("encoder_self", "decoder_self", "cross") and layer what each really got: the attention's query and
+    key/value and its output, and the layer norm's input and output; and under "memory" the encoder's output
+    ("unnormed_memory": its last layer's, before a final norm)."""
     kinds = {
-        "encoder": [(layer.self_attn, layer.norm1) for layer in model.encoder.layers],
-        "decoder": [(layer.self_attn, layer.norm1) for layer in model.decoder.layers],
+        "encoder_self": [(layer.self_attn, layer.norm1) for layer in model.encoder.layers],
+        "decoder_self": [(layer.self_attn, layer.norm1) for layer in model.decoder.layers],
         "cross": [(layer.cross_attn, layer.norm2) for layer in model.decoder.layers],
     }
     blocks = {kind: [Block(attention, norm, {}) for attention, norm in pairs] for kind, pairs in kinds.items()}
@@ -159,7 +159,7 @@ def block_from_definitions(block: Block, kind: str, post_norm: bool) -> torch.Te
         torch.testing.assert_close(memory, query, rtol=0, atol=0)
     if not post_norm:
         torch.testing.assert_close(query, calls["norm_output"], rtol=0, atol=0)
-    terms, attention_output = terms_from_weights(block.attention, query, memory, causal=kind == "decoder")
+    terms, attention_output = terms_from_weights(block.attention, query, memory, causal=kind == "decoder_self")
     # the decomposition adds up to what the module really returned
     torch.testing.assert_close(attention_output, calls["attention_output"], rtol=0, atol=1e-11)
     n_queries = len(query)
@@ -238,9 +238,9 @@ def test_alti_plus_equals_the_definitions_rederived_from_hooks(setting):
         assert not torch.allclose(blocks["memory"], blocks["unnormed_memory"])
     expected = {
         kind: [block_from_definitions(block, kind, post_norm=not norm_first) for block in blocks[kind]]
-        for kind in ("encoder", "decoder", "cross")
+        for kind in ("encoder_self", "decoder_self", "cross")
     }
-    source, target = rollout(expected["encoder"], expected["decoder"], expected["cross"])
+    source, target = rollout(expected["encoder_self"], expected["decoder_self"], expected["cross"])
 
     found = alti_plus(model, source_ids, target_ids)
 

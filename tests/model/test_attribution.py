@@ -153,7 +153,9 @@ def test_rollout_mixes_each_encoder_layer_half_with_the_identity_and_composes_th
     translator = load_checkpoint(tiny_checkpoint, device="cpu")
     trace = translator.trace("a man rides a blue bike.", beam_size=1)
     found = attribute(translator, trace, "attention")
-    np.testing.assert_allclose(found.layers["encoder_rollout"], attention_rollout(trace.attention_stack("encoder"))[-1])
+    np.testing.assert_allclose(
+        found.layers["encoder_rollout"], attention_rollout(trace.attention_stack("encoder_self"))[-1]
+    )
     np.testing.assert_allclose(found.layers["rollout"], found.source @ found.layers["encoder_rollout"])
     np.testing.assert_allclose(found.layers["rollout"].sum(axis=1), 1.0, atol=1e-6)
     np.testing.assert_allclose(found.layers["per_layer"], trace.attention_stack("cross").mean(axis=1), rtol=1e-6)
@@ -196,9 +198,9 @@ def layered_trace(n_encoder: int, n_decoder: int, seed: int) -> Trace:
     def weights(queries: int, keys: int) -> np.ndarray:
         return rng.dirichlet(np.ones(keys), size=(2, queries)).astype(np.float32)
 
-    attention = {module_name("encoder", layer): weights(5, 5) for layer in range(n_encoder)}
+    attention = {module_name("encoder_self", layer): weights(5, 5) for layer in range(n_encoder)}
     for layer in range(n_decoder):
-        attention[module_name("decoder", layer)] = weights(3, 3)
+        attention[module_name("decoder_self", layer)] = weights(3, 3)
         attention[module_name("cross", layer)] = weights(3, 5)
     trace = hand_trace(["▁a", "▁b", "▁c", "▁d", "</s>"], ["<s>", "▁x", "▁y", "</s>"], "x y", seed)
     return dataclasses.replace(trace, attention=attention)
@@ -209,7 +211,8 @@ def test_attention_baseline_reads_the_last_decoder_layer_and_rolls_out_every_enc
     found = attention_baseline(trace)
     cross = [trace.attention[module_name("cross", layer)].astype(np.float64).mean(axis=0) for layer in range(3)]
     first, second, third = (
-        mixed_with_identity(trace.attention[module_name("encoder", layer)].astype(np.float64)) for layer in range(3)
+        mixed_with_identity(trace.attention[module_name("encoder_self", layer)].astype(np.float64))
+        for layer in range(3)
     )
     encoder_rollout = third @ second @ first  # after the last encoder layer
     np.testing.assert_allclose(found.source, cross[2], rtol=1e-12)
@@ -240,11 +243,11 @@ def test_value_norm_and_grad_attention_keep_every_decoder_layer(tiny_checkpoint)
     assert not np.allclose(by_norm.layers["per_layer"][0], by_norm.layers["per_layer"][-1])  # really another layer
     found = attribute(translator, trace, "grad_attention")
     assert found.layers["cross"].shape == (layers, heads, steps, pieces)
-    assert found.layers["decoder"].shape == (layers, heads, steps, steps)
+    assert found.layers["decoder_self"].shape == (layers, heads, steps, steps)
     assert found.layers["source_self"].shape == (steps, pieces, pieces)
-    for name in ("cross", "decoder", "source_self"):
+    for name in ("cross", "decoder_self", "source_self"):
         assert np.all(np.isfinite(found.layers[name])) and found.layers[name].min() >= 0.0
-    assert np.all(np.triu(found.layers["decoder"], k=1) == 0.0)  # step i's gradient reaches no later position
+    assert np.all(np.triu(found.layers["decoder_self"], k=1) == 0.0)  # step i's gradient reaches no later position
 
 
 @pytest.mark.parametrize("name", [name for name, text in BAD_INPUTS.items() if text.strip()])  # else no trace
@@ -418,7 +421,7 @@ def test_alti_plus_self_attention_counts_the_residual_with_the_positions_own_ter
     attention, norm = layer.self_attn, layer.norm1
     with torch.no_grad():
         x = model.encoder.positional(model.encoder.embed(torch.tensor([SOURCE])))[0].double()
-        weights = capture_weights(model)[module_name("encoder", 0)]  # (heads, queries, keys)
+        weights = capture_weights(model)[module_name("encoder_self", 0)]  # (heads, queries, keys)
         values = attention.v_proj(x.float()).double().reshape(len(SOURCE), 2, -1).transpose(0, 1)  # (heads, keys, dh)
         w_o = attention.out_proj.weight.double().reshape(-1, 2, attention.head_dim).permute(1, 2, 0)  # (h, dh, d)
         attn_v_wo = torch.einsum("hqk,hke,hef->qkf", weights, values, w_o)
@@ -431,14 +434,14 @@ def test_alti_plus_self_attention_counts_the_residual_with_the_positions_own_ter
         output = norm(pre_ln.float()).double()
         contributions = (output.abs().sum(-1, keepdim=True) - (output[:, None] - terms).abs().sum(-1)).clamp_min(0)
     expected = contributions / contributions.sum(-1, keepdim=True)
-    np.testing.assert_allclose(found.layers["encoder"][0], expected.numpy(), atol=1e-5)
+    np.testing.assert_allclose(found.layers["encoder_self"][0], expected.numpy(), atol=1e-5)
 
 
 def test_alti_plus_rollout_is_built_from_its_layer_contributions():
     torch.manual_seed(8)
     model = Transformer(small_config(16)).eval()
     found = alti_plus(model, SOURCE, TARGET)
-    encoder, decoder, cross = found.layers["encoder"], found.layers["decoder"], found.layers["cross"]
+    encoder, decoder, cross = found.layers["encoder_self"], found.layers["decoder_self"], found.layers["cross"]
     assert cross.shape == (model.config.n_decoder_layers, len(TARGET) - 1, len(SOURCE) + 1)  # + the residual
     for blocks in (encoder, decoder, cross):
         np.testing.assert_allclose(blocks.sum(axis=-1), 1.0, atol=1e-9)
@@ -537,7 +540,7 @@ def test_alti_plus_runs_in_float64_on_a_copy_and_agrees_with_float32_where_rows_
         wide = alti_plus(model, trace.source_ids, trace.target_ids)
         narrow = alti_plus(model, trace.source_ids, trace.target_ids, dtype=torch.float32)
         assert wide.params["dtype"] == "float64" and narrow.params["dtype"] == "float32"
-        for kind in ("encoder", "decoder", "cross"):
+        for kind in ("encoder_self", "decoder_self", "cross"):
             strength = wide.layers[f"{kind}_strength"]
             clear = strength > 1e-3
             difference = np.abs(wide.layers[kind] - narrow.layers[kind]).max(axis=-1)

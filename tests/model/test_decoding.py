@@ -131,7 +131,7 @@ def test_trace_rows_equal_incremental_decoding_steps(tiny_checkpoint):
     assert trace.target_ids[0] == model.config.bos_id
     assert trace.step_probs.shape == (trace.n_steps,)
     assert trace.attention_stack("cross").shape == (2, 4, trace.n_steps, len(trace.source_ids))
-    assert trace.attention_stack("encoder").shape == (2, 4, len(trace.source_ids), len(trace.source_ids))
+    assert trace.attention_stack("encoder_self").shape == (2, 4, len(trace.source_ids), len(trace.source_ids))
 
 
 def test_forced_target_trace(tiny_checkpoint):
@@ -260,7 +260,7 @@ def test_a_trace_encodes_its_sentence_once(tiny_checkpoint, options):
     finally:
         handle.remove()
     assert len(calls) == 1 and calls[0][0].tolist() == trace.source_ids
-    assert trace.attention_stack("encoder").shape[-1] == len(trace.source_ids)
+    assert trace.attention_stack("encoder_self").shape[-1] == len(trace.source_ids)
 
 
 @pytest.fixture(scope="module")

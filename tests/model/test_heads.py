@@ -15,6 +15,7 @@ from model.heads import (
     module_kind,
     module_name,
     parse_module_name,
+    stack_of,
 )
 from model.layers import MultiHeadAttention
 from tests.helpers import small_config
@@ -25,8 +26,9 @@ def test_module_names_and_kinds_go_both_ways():
         assert parse_module_name(module_name(kind, 3)) == (kind, 3)
         assert module_kind(module_name(kind, 0)) == kind
     assert module_name("cross", 1) == "decoder.layers.1.cross_attn"
-    assert module_name("encoder", 0) == "encoder.layers.0.self_attn"
-    assert parse_module_name("decoder.layers.12.self_attn") == ("decoder", 12)
+    assert module_name("encoder_self", 0) == "encoder.layers.0.self_attn"
+    assert [stack_of(kind) for kind in ATTENTION_KINDS] == ["encoder", "decoder", "decoder"]
+    assert parse_module_name("decoder.layers.12.self_attn") == ("decoder_self", 12)
 
 
 def test_names_are_those_of_the_models_attention_modules():
@@ -35,7 +37,7 @@ def test_names_are_those_of_the_models_attention_modules():
     layers = {kind: layer_count(model.config, kind) for kind in ATTENTION_KINDS}
     expected = [module_name(kind, layer) for kind, count in layers.items() for layer in range(count)]
     assert sorted(attention) == sorted(expected)
-    assert layers == {"encoder": 3, "decoder": 2, "cross": 2}
+    assert layers == {"encoder_self": 3, "decoder_self": 2, "cross": 2}
 
 
 @pytest.mark.parametrize(
@@ -56,6 +58,7 @@ def test_an_unknown_kind_is_refused():
     for call in (
         lambda: check_kind("self"),
         lambda: module_name("encoder self", 0),
+        lambda: module_name("decoder", 0),  # a stack, not a kind: its self- and cross-attention both live there
         lambda: attention_modules([], "x"),
     ):
         with pytest.raises(ValueError, match="kind must be one of"):
@@ -65,13 +68,13 @@ def test_an_unknown_kind_is_refused():
 def test_modules_of_a_kind_come_in_layer_order_and_other_names_are_left_out():
     names = ["decoder.layers.10.cross_attn", "decoder.layers.2.cross_attn", "decoder.layers.2.self_attn", "encoder"]
     assert attention_modules(names, "cross") == ["decoder.layers.2.cross_attn", "decoder.layers.10.cross_attn"]
-    assert attention_modules(names, "encoder") == []
+    assert attention_modules(names, "encoder_self") == []
 
 
 def test_labels_name_every_kind():
-    assert KIND_LABELS == {"encoder": "encoder self", "decoder": "decoder self", "cross": "cross"}
+    assert KIND_LABELS == {"encoder_self": "encoder self", "decoder_self": "decoder self", "cross": "cross"}
     assert KIND_TITLES == {
-        "encoder": "Encoder self-attention",
-        "decoder": "Decoder self-attention",
+        "encoder_self": "Encoder self-attention",
+        "decoder_self": "Decoder self-attention",
         "cross": "Cross-attention",
     }

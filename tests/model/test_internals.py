@@ -36,7 +36,7 @@ def assert_stages_consistent(stages) -> None:
 
 @pytest.mark.parametrize("module_name", MODULES)
 def test_stages_recompute_the_captured_attention_of_the_head(translator, internals_trace, module_name):
-    queries = len(internals_trace.source_ids) if module_kind(module_name) == "encoder" else internals_trace.n_steps
+    queries = len(internals_trace.source_ids) if module_kind(module_name) == "encoder_self" else internals_trace.n_steps
     for head in (0, 2, 3):
         for step in (0, queries // 2, queries - 1):
             stages = attention_stages(translator, internals_trace, module_name, head, step)

@@ -80,8 +80,8 @@ def test_head_refs_name_real_modules_and_bad_heads_are_refused(small_model):
     assert {type(modules[ref.module_name]).__name__ for ref in heads} == {"MultiHeadAttention"}
     assert HeadRef("cross", 1, 2).module_name == "decoder.layers.1.cross_attn"
     assert HeadRef("cross", 1, 2).label == "cross L2 H3"
-    assert check_heads(small_model.config, [HeadRef("encoder", 0, 1)] * 2) == [HeadRef("encoder", 0, 1)]
-    for bad in (HeadRef("encoder", 2, 0), HeadRef("decoder", 0, 4)):
+    assert check_heads(small_model.config, [HeadRef("encoder_self", 0, 1)] * 2) == [HeadRef("encoder_self", 0, 1)]
+    for bad in (HeadRef("encoder_self", 2, 0), HeadRef("decoder_self", 0, 4)):
         with pytest.raises(ValueError, match="not in this model"):
             check_heads(small_model.config, [bad])
     with pytest.raises(ValueError, match="kind"):
@@ -111,7 +111,7 @@ def test_no_ablation_reproduces_the_original_logits_exactly(small_model):
             assert torch.equal(small_model(src, tgt), explicit)
 
 
-@pytest.mark.parametrize("kind", ["encoder", "decoder", "cross"])
+@pytest.mark.parametrize("kind", ["encoder_self", "decoder_self", "cross"])
 @pytest.mark.parametrize("mode", ["zero", "mean"])
 def test_ablating_a_head_removes_exactly_its_contribution(small_model, kind, mode):
     ref = HeadRef(kind, 1, 2)
@@ -132,7 +132,7 @@ def test_ablating_a_head_removes_exactly_its_contribution(small_model, kind, mod
     expected = output + (replacement - heads[:, 2]) @ head_slice(small_model, ref).T  # (B, Tq, d)
     torch.testing.assert_close(ablated_output, expected, rtol=0, atol=1e-5)
     # Upstream of the module nothing changes; the logits downstream do.
-    upstream = ["encoder.layers.0.self_attn"] + (["decoder.layers.0.self_attn"] if kind != "encoder" else [])
+    upstream = ["encoder.layers.0.self_attn"] + (["decoder.layers.0.self_attn"] if kind != "encoder_self" else [])
     for name in upstream + (["decoder.layers.1.self_attn"] if kind == "cross" else []):
         assert torch.equal(ablated_capture.attention[name], capture.attention[name])
     assert not torch.allclose(ablated_logits, logits)
@@ -140,7 +140,7 @@ def test_ablating_a_head_removes_exactly_its_contribution(small_model, kind, mod
 
 def test_rows_lose_only_their_own_heads(small_model):
     src, tgt = batch(3)
-    removed = [[], [HeadRef("cross", 0, 1)], [HeadRef("encoder", 1, 3), HeadRef("decoder", 0, 0)]]
+    removed = [[], [HeadRef("cross", 0, 1)], [HeadRef("encoder_self", 1, 3), HeadRef("decoder_self", 0, 0)]]
     with torch.no_grad(), ablate_heads_by_row(small_model, removed):
         together = small_model(src, tgt)
     for row, heads in enumerate(removed):
@@ -181,7 +181,7 @@ def test_mean_head_outputs_pool_every_position_of_every_sentence(translator):
 def test_ablated_decoding_removes_the_head_at_every_step(translator, mode):
     """Greedy decoding (one query row per step, cached keys) ablates as the full teacher-forced pass does:
     every token it outputs is the argmax of the ablated full pass over that output."""
-    heads = [HeadRef("cross", 1, 0), HeadRef("decoder", 0, 3), HeadRef("encoder", 1, 1)]
+    heads = [HeadRef("cross", 1, 0), HeadRef("decoder_self", 0, 3), HeadRef("encoder_self", 1, 1)]
     comparison = compare_ablation(translator, SENTENCE, heads, mode, beam_size=1, max_new_tokens=MAX_LEN)
     ablated = comparison.ablated
     means = mean_head_outputs(translator, [SENTENCE], [comparison.original.target_ids[1:]]) if mode == "mean" else None

@@ -529,10 +529,10 @@ def test_source_and_target_padding_masks_differ_only_at_a_start_token_that_is_th
     assert model.padding_allowed(unpadded, target=True) is None
     assert torch.equal(model.padding_allowed(unpadded, target=True, start=1), ~(unpadded == 0)[:, None, None, :])
     masks = model.attention_masks(src, tgt)
-    assert torch.equal(masks["encoder"].keys, ~source_pads) and masks["encoder"].causal is None
+    assert torch.equal(masks["encoder_self"].keys, ~source_pads) and masks["encoder_self"].causal is None
     assert torch.equal(masks["cross"].keys, ~source_pads) and masks["cross"].causal is None
-    assert torch.equal(masks["decoder"].keys, ~target_pads)
-    assert torch.equal(masks["decoder"].causal, torch.ones(3, 3, dtype=torch.bool).tril())
+    assert torch.equal(masks["decoder_self"].keys, ~target_pads)
+    assert torch.equal(masks["decoder_self"].causal, torch.ones(3, 3, dtype=torch.bool).tril())
 
 
 def test_attention_masks_are_built_on_the_device_of_the_ids():
@@ -543,7 +543,7 @@ def test_attention_masks_are_built_on_the_device_of_the_ids():
     masks = model.attention_masks(src.to("meta"), tgt.to("meta"))
     for kind, mask in masks.items():
         assert mask.keys.device.type == "meta", kind
-    assert masks["decoder"].causal.device.type == "meta"
+    assert masks["decoder_self"].causal.device.type == "meta"
 
 
 def test_a_full_pass_from_a_later_position_treats_a_pad_at_its_first_position_as_padding():

@@ -76,7 +76,7 @@ def test_importance_heatmap_and_ranking_table(translator):
     importance = head_importance(translator, SENTENCE, beam_size=1, max_new_tokens=MAX_LEN)
     figure = importance_heatmap(importance, title="<b>heads</b>")
     assert [np.asarray(trace.z).tolist() for trace in figure.data] == [
-        importance.drops[kind].tolist() for kind in ("encoder", "decoder", "cross")
+        importance.drops[kind].tolist() for kind in ("encoder_self", "decoder_self", "cross")
     ]
     assert figure.layout.title.text == html.escape("<b>heads</b>")
     assert [a.text for a in figure.layout.annotations] == [
@@ -104,14 +104,14 @@ def hand_made_importance(layers: dict[str, int], n_heads: int) -> HeadImportance
 
 def test_importance_heatmap_names_the_layers_on_the_first_panel_only():
     # OPUS-MT's shape, 6 + 6 layers of 8 heads: the right panels' "layer N" labels ran into their left neighbours
-    figure = importance_heatmap(hand_made_importance({"encoder": 6, "decoder": 6, "cross": 6}, 8))
+    figure = importance_heatmap(hand_made_importance({"encoder_self": 6, "decoder_self": 6, "cross": 6}, 8))
     y_axes = [figure.layout.yaxis, figure.layout.yaxis2, figure.layout.yaxis3]
     assert [axis.showticklabels for axis in y_axes] == [True, False, False]
     assert list(y_axes[0].ticktext) == [f"layer {layer}" for layer in range(1, 7)]  # counted from 1
     x_axes = [figure.layout.xaxis, figure.layout.xaxis2, figure.layout.xaxis3]
     assert all(list(axis.ticktext) == [f"head {head}" for head in range(1, 9)] for axis in x_axes)
     # a deeper decoder: its panel's rows are not the encoder's, so it names its own; cross-attention's match it
-    deeper = importance_heatmap(hand_made_importance({"encoder": 3, "decoder": 6, "cross": 6}, 8))
+    deeper = importance_heatmap(hand_made_importance({"encoder_self": 3, "decoder_self": 6, "cross": 6}, 8))
     shown = [
         deeper.layout.yaxis.showticklabels,
         deeper.layout.yaxis2.showticklabels,

@@ -64,7 +64,7 @@ def test_text_to_trace_to_figures(translator, text, merge_words, show_special):
     config = translator.config
     assert len(trace.source_pieces) == len(trace.source_ids) <= config.max_len
     assert trace.source_ids[-1] == config.eos_id and trace.target_ids[0] == config.bos_id
-    for kind in ("encoder", "decoder", "cross"):
+    for kind in ("encoder_self", "decoder_self", "cross"):
         stack = attention_axes(trace, kind).stack
         assert np.isfinite(stack).all()
         np.testing.assert_allclose(stack.sum(-1), 1.0, atol=1e-5)

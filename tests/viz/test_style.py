@@ -25,7 +25,7 @@ NON_CARTESIAN = {"polar", "ternary", "scene", "geo"}
 def test_figures_carry_plotly_white_with_the_defaults_of_their_own_trace_types(trace):
     white = plotly.io.templates["plotly_white"]
     assert NON_CARTESIAN <= set(white.layout.to_plotly_json())  # what the trimmed templates leave out
-    axes = viz.attention_axes(trace, "encoder")
+    axes = viz.attention_axes(trace, "encoder_self")
     for figure, drawn in (
         (viz.attention_heatmap(axes.stack[0, 0], axes.query_pieces, axes.key_pieces), {"heatmap"}),
         (viz.token_probabilities(trace.predicted_pieces, trace.step_probs), {"bar"}),
@@ -43,7 +43,7 @@ def test_figures_carry_plotly_white_with_the_defaults_of_their_own_trace_types(t
 def unvalidated_figures(trace) -> list:
     """Every kind of figure viz.style.white_figure builds without plotly's validation, options on and off, and
     one whose template viz.style.base_layout sets without validating it again."""
-    axes = viz.attention_axes(trace, "encoder")
+    axes = viz.attention_axes(trace, "encoder_self")
     step = viz.decoding_step(trace, 1, 0)
     figures = [
         viz.token_probabilities(trace.predicted_pieces, trace.step_probs, title="<probabilities>"),

@@ -88,19 +88,19 @@ def test_heatmap_holds_the_captured_weights_and_tokens(trace, kind):
 
 
 def test_attention_axes_follow_the_trace(trace):
-    assert viz.attention_axes(trace, "encoder").stack.shape == (
+    assert viz.attention_axes(trace, "encoder_self").stack.shape == (
         2,
         4,
         len(trace.source_pieces),
         len(trace.source_pieces),
     )
-    for kind, keys in (("cross", trace.source_pieces), ("decoder", trace.decoder_input_pieces)):
+    for kind, keys in (("cross", trace.source_pieces), ("decoder_self", trace.decoder_input_pieces)):
         axes = viz.attention_axes(trace, kind)
         # a row is a decoding step, labelled with the token it wrote; the input it read goes in the hover
         assert axes.query_pieces == trace.target_pieces[1:]
         assert axes.query_inputs == trace.target_pieces[:-1] and axes.query_inputs[0] == "<s>"
         assert axes.key_pieces == keys and axes.stack.shape[2:] == (len(axes.query_pieces), len(keys))
-    assert viz.attention_axes(trace, "encoder").query_inputs is None
+    assert viz.attention_axes(trace, "encoder_self").query_inputs is None
     with pytest.raises(ValueError, match="kind"):
         viz.attention_axes(trace, "sideways")
 
@@ -195,7 +195,7 @@ def test_a_small_grid_labels_every_token():
 
 
 def test_grid_sends_each_weight_once_and_no_per_cell_text(trace):
-    axes = viz.attention_axes(trace, "encoder")
+    axes = viz.attention_axes(trace, "encoder_self")
     figure = viz.attention_grid(axes.stack, axes.query_pieces, axes.key_pieces)
     assert all(panel.customdata is None and panel.text is None for panel in figure.data)
     sent = json.loads(figure.to_json())
@@ -205,7 +205,7 @@ def test_grid_sends_each_weight_once_and_no_per_cell_text(trace):
 
 
 def test_head_view_draws_each_weight_above_the_threshold(trace):
-    axes = viz.attention_axes(trace, "encoder")
+    axes = viz.attention_axes(trace, "encoder_self")
     weights = axes.stack[0]
     figure = viz.head_view(weights, axes.query_pieces, axes.key_pieces, min_weight=0.05)
     hover_traces = [data for data in figure.data if data.mode == "markers"]
@@ -316,7 +316,7 @@ def direct_rollout(stack: np.ndarray) -> np.ndarray:
     return result
 
 
-@pytest.mark.parametrize("kind", ["encoder", "decoder"])
+@pytest.mark.parametrize("kind", ["encoder_self", "decoder_self"])
 def test_rollout_equals_direct_computation(trace, kind):
     stack = viz.attention_axes(trace, kind).stack.astype(np.float64)
     rollout = attention_rollout(stack)
@@ -332,7 +332,7 @@ def test_rollout_refuses_cross_attention(trace):
 
 
 def test_aggregate_figure_panels(trace):
-    axes = viz.attention_axes(trace, "encoder")
+    axes = viz.attention_axes(trace, "encoder_self")
     through_layer_1 = attention_rollout(axes.stack[:2])[-1]
     figure = viz.aggregate_figure(axes.stack, 1, axes.query_pieces, axes.key_pieces, rollout=through_layer_1)
     mean, maximum, rollout = (data.z for data in figure.data)

@@ -23,7 +23,7 @@ def render(ctx: PageContext) -> None:
     rows = list(range(len(queries)))
     bind("query_row", options=rows)
     row = st.selectbox(
-        "Query row" if kind == "encoder" else "Query row (decoding step)",
+        "Query row" if kind == "encoder_self" else "Query row (decoding step)",
         rows,
         format_func=lambda r: f"{r}: {display_text(queries[r])}",
         key="query_row",

@@ -14,6 +14,7 @@ import numpy as np
 import torch
 
 from model.analysis.attribution.record import Attribution
+from model.heads import ATTENTION_KINDS
 from model.layers import MultiHeadAttention, causal_mask
 from model.transformer import Transformer
 
@@ -116,13 +117,13 @@ def alti_plus(
     after them mix no positions and are not decomposed, as in the paper. Computed in ``dtype``: float64 by default,
     on a float64 copy of the model (float64_model); float32 runs the model as it is.
 
-    ``layers`` holds each block's contributions before the rollout: "encoder" (encoder layers, source, source),
-    "decoder" (decoder layers, steps, steps) and "cross" (decoder layers, steps, source pieces + 1, the last
-    column the residual's share), every row summing to 1; "source_self" the encoder's rollout (source, source);
-    "reconstruction_error" how far each block's rebuilt output is from the real one (encoder blocks, then each
-    decoder layer's self- and cross-attention); "encoder_strength", "decoder_strength", "cross_strength" per block
-    and row the scores' sum as a share of ||y_i||_1, 0 where the row fell back to keeping its position
-    (``params["fallback_rows"]`` counts them per kind)."""
+    ``layers`` holds each block's contributions before the rollout, by kind of attention: "encoder_self" (encoder
+    layers, source, source), "decoder_self" (decoder layers, steps, steps) and "cross" (decoder layers, steps,
+    source pieces + 1, the last column the residual's share), every row summing to 1; "source_self" the encoder's
+    rollout (source, source); "reconstruction_error" how far each block's rebuilt output is from the real one
+    (encoder blocks, then each decoder layer's self- and cross-attention); "encoder_self_strength",
+    "decoder_self_strength", "cross_strength" per block and row the scores' sum as a share of ||y_i||_1, 0 where
+    the row fell back to keeping its position (``params["fallback_rows"]`` counts them per kind)."""
     decoder_input = list(target_ids[:-1])
     if not decoder_input:
         raise ValueError("target_ids needs BOS and at least one more token")
@@ -133,7 +134,7 @@ def alti_plus(
     device = next(model.parameters()).device
     post_norm = not model.config.norm_first
     errors: list[float] = []
-    strengths: dict[str, list[torch.Tensor]] = {"encoder": [], "decoder": [], "cross": []}
+    strengths: dict[str, list[torch.Tensor]] = {kind: [] for kind in ATTENTION_KINDS}
 
     def block(kind, module, norm, x, key_value, causal) -> tuple[torch.Tensor, torch.Tensor]:
         """Contributions of one attention block on input x (and the block's real output, for the check)."""
@@ -152,12 +153,12 @@ def alti_plus(
     src = torch.tensor([list(source_ids)], dtype=torch.long, device=device)
     tgt = torch.tensor([decoder_input], dtype=torch.long, device=device)
     encoder, decoder = model.encoder, model.decoder
-    per_block: dict[str, list[torch.Tensor]] = {"encoder": [], "decoder": [], "cross": []}
+    per_block: dict[str, list[torch.Tensor]] = {kind: [] for kind in ATTENTION_KINDS}
     x = encoder.positional(encoder.embed(src))[0]
     source_self = torch.eye(len(source_ids), dtype=torch.float64, device=device)
     for layer in encoder.layers:
-        contributions, _ = block("encoder", layer.self_attn, layer.norm1, x, None, causal=False)
-        per_block["encoder"].append(contributions)
+        contributions, _ = block("encoder_self", layer.self_attn, layer.norm1, x, None, causal=False)
+        per_block["encoder_self"].append(contributions)
         source_self = contributions @ source_self
         x = layer(x[None], None)[0]
     memory = encoder.norm(x) if encoder.norm is not None else x
@@ -165,10 +166,10 @@ def alti_plus(
     target_self = torch.eye(len(decoder_input), dtype=torch.float64, device=device)
     target_source = torch.zeros(len(decoder_input), len(source_ids), dtype=torch.float64, device=device)
     for layer in decoder.layers:
-        mixing, after_self = block("decoder", layer.self_attn, layer.norm1, y, None, causal=True)
+        mixing, after_self = block("decoder_self", layer.self_attn, layer.norm1, y, None, causal=True)
         target_self, target_source = mixing @ target_self, mixing @ target_source
         contributions, _ = block("cross", layer.cross_attn, layer.norm2, after_self, memory, causal=False)
-        per_block["decoder"].append(mixing)
+        per_block["decoder_self"].append(mixing)
         per_block["cross"].append(contributions)
         kept = contributions[:, -1:]  # the residual's share stays with the target side
         target_self = kept * target_self

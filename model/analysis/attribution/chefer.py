@@ -69,7 +69,7 @@ def grad_attention(model: Transformer, source_ids: Sequence[int], target_ids: Se
     is made to require a gradient, so the graph is recorded whether or not the weights require one.
 
     ``layers``: "relevancy" (steps, source pieces), the rows before normalising; "cross" (decoder layers, heads,
-    steps, source pieces) and "decoder" (decoder layers, heads, steps, decoder input pieces), each head's
+    steps, source pieces) and "decoder_self" (decoder layers, heads, steps, decoder input pieces), each head's
     (∇A ⊙ A)⁺ in the query row of output step i, from the gradient of step i's own logit; "source_self" (steps,
     source, source), the encoder relevancy R^ss that step's gradient builds.
     """
@@ -87,9 +87,9 @@ def grad_attention(model: Transformer, source_ids: Sequence[int], target_ids: Se
             attention[name] = value
         return value
 
-    encoder_names = [module_name("encoder", layer) for layer in range(config.n_encoder_layers)]
+    encoder_names = [module_name("encoder_self", layer) for layer in range(config.n_encoder_layers)]
     decoder_names = [
-        (module_name("decoder", layer), module_name("cross", layer)) for layer in range(config.n_decoder_layers)
+        (module_name("decoder_self", layer), module_name("cross", layer)) for layer in range(config.n_decoder_layers)
     ]
     names = encoder_names + [name for pair in decoder_names for name in pair]
     src = torch.tensor([list(source_ids)], dtype=torch.long, device=device)
@@ -123,7 +123,7 @@ def grad_attention(model: Transformer, source_ids: Sequence[int], target_ids: Se
         layers={
             "relevancy": raw,
             "cross": np.transpose(np.array(cross_rows), by_layer),
-            "decoder": np.transpose(np.array(decoder_rows), by_layer),
+            "decoder_self": np.transpose(np.array(decoder_rows), by_layer),
             "source_self": np.array(source_selves),
         },
     )

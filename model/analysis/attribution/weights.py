@@ -46,8 +46,8 @@ def attention_baseline(trace: Trace) -> Attribution:
     comparison its rollout through the encoder (attention_rollout). The per-head weights are the trace's own."""
     cross = trace.attention_stack("cross").astype(np.float64)  # (layers, heads, steps, source pieces)
     encoder_rollout = np.eye(cross.shape[-1])  # a model without encoder layers passes the source on unmixed
-    if trace.attention_names("encoder"):
-        encoder_rollout = attention_rollout(trace.attention_stack("encoder"))[-1]
+    if trace.attention_names("encoder_self"):
+        encoder_rollout = attention_rollout(trace.attention_stack("encoder_self"))[-1]
     per_layer = cross.mean(axis=1)  # (layers, steps, source pieces)
     return Attribution(
         "attention",
