@@ -11,8 +11,17 @@ import os
 import shutil
 from pathlib import Path
 
+# One thread per xdist worker (and per server or script it starts), set before torch is imported: two workers on
+# two cores that each start a thread per core spin against each other, and the suite takes far longer
+# (docs/testing.md, "Two workers").
+if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1:
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+
 import pytest
 import torch
+
+if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1:
+    torch.set_num_threads(1)  # in case torch was imported before this file (a plugin)
 
 from model import load_checkpoint
 from model.checkpoint import save_checkpoint
