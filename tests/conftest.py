@@ -50,6 +50,24 @@ from tests.marian_helpers import (
 )
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Order the files as the two workers should start them: those with a ``longest`` test, then those with slow
+    tests, then the rest, each group by its number of tests (most first), the tests of a file in their own order.
+
+    xdist hands out whole files in this order (``--no-loadscope-reorder`` in pyproject.toml): a file that runs for
+    minutes handed out last would keep one worker busy long after the other has finished everything else.
+    """
+
+    def start_order(tests: list[pytest.Item]) -> tuple[bool, bool, int]:
+        marked = {name for test in tests for name in ("longest", "slow") if test.get_closest_marker(name)}
+        return "longest" not in marked, "slow" not in marked, -len(tests)
+
+    files: dict[Path, list[pytest.Item]] = {}
+    for item in items:
+        files.setdefault(item.path, []).append(item)
+    items[:] = [item for tests in sorted(files.values(), key=start_order) for item in tests]
+
+
 @pytest.fixture(scope="session")
 def toy_tokenizer() -> Tokenizer:
     return Tokenizer.from_model_bytes(train_sentencepiece(toy_sentences(400), vocab_size=80))

@@ -21,7 +21,7 @@ from tests.browser.walk import Walk, walk_page
 from tests.browser_helpers import chromium, streamlit_server
 from tests.helpers import REPO
 
-pytestmark = [pytest.mark.browser, pytest.mark.slow]
+pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.longest]
 
 OUTPUT = REPO / "test-output"
 CHECKPOINTS = ("multi30k-en-de", "multi30k-en-fr", "toy-copy")  # the default, a second language, a toy task

@@ -14,6 +14,8 @@ import pytest
 from tests.helpers import REPO
 
 README_MAX_LINES = 200
+# the notebook's figures: cross-attention heatmap, encoder grid, head view, attribution maps, training curves, alignment
+NOTEBOOK_FIGURES = 6
 # [text](target) and ![alt](target), not inside code; the target up to its first space or ')'.
 MARKDOWN_LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)(?:\s[^)]*)?\)")
 FENCED_CODE = re.compile(r"^```.*?^```", re.MULTILINE | re.DOTALL)
@@ -82,7 +84,9 @@ def test_ci_runs_the_readmes_test_command():
 
 @pytest.mark.slow
 def test_the_docs_site_builds_strictly(tmp_path):
-    """`mkdocs build --strict`: no broken link, no missing page, no docstring the API pages cannot render."""
+    """`mkdocs build --strict`: no broken link, no missing page, no docstring the API pages cannot render; and the
+    notebook, which the build runs from a fresh kernel (mkdocs.yml: execute, no errors allowed), drew every figure it
+    promises."""
     mkdocs = shutil.which("mkdocs", path=str(Path(sys.executable).parent))
     assert mkdocs, "mkdocs is not installed (pip install -r requirements-dev.txt)"
     built = subprocess.run(
@@ -94,7 +98,9 @@ def test_the_docs_site_builds_strictly(tmp_path):
     )
     assert built.returncode == 0, built.stdout + built.stderr
     assert (tmp_path / "site" / "index.html").exists()
-    assert (tmp_path / "site" / "notebook" / "index.html").exists()
+    notebook = (tmp_path / "site" / "notebook" / "index.html").read_text(encoding="utf-8")
+    assert notebook.count("Plotly.newPlot") == NOTEBOOK_FIGURES
+    assert "Mann" in notebook and "Hemd" in notebook  # "A man in a blue shirt ..." translated to German
 
 
 def test_the_readmes_python_example_runs(tmp_path, monkeypatch):
