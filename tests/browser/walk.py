@@ -20,6 +20,7 @@ from explorer.main_area import VIEW_KEY
 from tests.browser.pages import WAIT_S, console_errors, received_messages
 
 QUIET_S = 0.25  # a run is over when no message came for this long after its script_finished
+STALE_RETRIES = 3  # a control replaced by the page's own redraw while being pressed is found again this often
 NO_RUN_S = 1.0  # an action that starts no run (a folded section, a download) shows no message for this long
 MAX_ACTIONS_PER_VIEW = 60  # a bound on one view's walk: a control that came back new after every press would loop
 # Pickers whose options are parts of the page with controls of their own: each option is opened and walked.
@@ -175,8 +176,7 @@ class Walk:
         received_messages(self.driver)  # drained: what comes now belongs to this action
         before = set(self.downloads.iterdir())
         what = f"{context}: {control}"
-        element = self.element(control)
-        done = pick_choice(self.driver, element, option) if option else ACTIONS[control.kind](self.driver, element)
+        done = self.change(control, option)
         if done is None:
             self.pressed.append(f"{what} (nothing to change)")
             return
@@ -187,6 +187,23 @@ class Walk:
         self.settle(what, expect_run=control.kind not in ("section", "download"))
         if control.kind == "download":
             self.wait_for_download(what, before)
+
+    def change(self, control: Control, option: str | None) -> str | None:
+        """Find the control and change it. A page that redraws by itself (the Train view while a training runs, once
+        a second) may replace the control between finding and pressing it: it is found again, as a person would
+        press the redrawn one."""
+        from selenium.common.exceptions import StaleElementReferenceException
+
+        for attempt in range(STALE_RETRIES + 1):
+            element = self.element(control)
+            try:
+                if option:
+                    return pick_choice(self.driver, element, option)
+                return ACTIONS[control.kind](self.driver, element)
+            except StaleElementReferenceException:
+                if attempt == STALE_RETRIES:
+                    raise
+        return None
 
     def keys(self, context: str, *keys: str) -> None:
         """Press keys on the page (its keyboard shortcuts), each followed by the run it starts."""
