@@ -16,13 +16,15 @@ from typing import Any
 
 import numpy as np
 
+from model.decoding.sampling import Sampling
 from model.decoding.scoring import Scoring
 from model.heads import attention_modules
 
 DEFAULT_TOP_K = 5  # next-token candidates a trace keeps per step, unless asked for more
 ARRAY_FIELDS = ("step_probs", "topk_ids", "topk_probs")
 DICT_ARRAY_FIELDS = ("attention", "positional", "embedding_norms")
-DECODING_MODES = ("greedy", "beam", "forced")  # forced: teacher forcing, the output given rather than searched
+# forced: teacher forcing, the output given rather than searched; sampling: each token drawn (TraceSettings.sampling)
+DECODING_MODES = ("greedy", "beam", "sampling", "forced")
 
 
 @dataclass(frozen=True)
@@ -38,13 +40,20 @@ class TraceSettings:
     target_ids: list[int] | None = None  # teacher forcing's output ids (BOS left out)
     prefix_ids: list[int] = field(default_factory=list)  # the output's forced start (BOS left out)
     scoring: Scoring | None = None  # how the search ranked and stopped; None: ours (scoring.GNMT_SCORING)
+    sampling: Sampling | None = None  # mode "sampling": how each token was drawn
 
     def __post_init__(self) -> None:
         if self.mode not in DECODING_MODES:
             raise ValueError(f"mode must be one of {DECODING_MODES}, not {self.mode!r}")
+        if (self.mode == "sampling") != (self.sampling is not None):
+            raise ValueError("a sampled trace records its Sampling, and only a sampled trace does")
 
     def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "scoring": self.scoring.to_dict() if self.scoring else None}
+        return {
+            **asdict(self),
+            "scoring": self.scoring.to_dict() if self.scoring else None,
+            "sampling": self.sampling.to_dict() if self.sampling else None,
+        }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TraceSettings:
@@ -54,6 +63,8 @@ class TraceSettings:
             values["max_new_tokens"] = data["max_len"]
         if data.get("scoring"):
             values["scoring"] = Scoring.from_dict(data["scoring"])
+        if data.get("sampling"):
+            values["sampling"] = Sampling.from_dict(data["sampling"])
         values["prefix_ids"] = list(values.get("prefix_ids") or [])
         return cls(**values)
 

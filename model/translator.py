@@ -18,6 +18,7 @@ from model.card import Card
 from model.decoding.authors import AuthorsDecoding, authors_decoding
 from model.decoding.beam_tree import BeamTree
 from model.decoding.passes import encode_captured, forced_pass
+from model.decoding.sampling import Sampling
 from model.decoding.scoring import GNMT_SCORING, Scoring
 from model.decoding.search import (
     DEFAULT_BEAM_SIZE,
@@ -26,6 +27,7 @@ from model.decoding.search import (
     beam_search_tree,
     default_max_new_tokens,
     greedy_decode,
+    sample_decode,
 )
 from model.decoding.whatif import fork_prefix, resolve_choice
 from model.tokenizer import Tokenizer
@@ -35,6 +37,11 @@ from model.transformer import Transformer
 Result = TypeVar("Result")
 DEFAULT_BATCH_SIZE = 64  # sentences (or rows) one batched pass runs together
 OOM_NOTICE = "The GPU ran out of memory, so this request ran on the CPU instead (slower, same result)."
+
+
+def search_mode(beam_size: int, sampling: Sampling | None) -> str:
+    """How an output is searched for: "sampling" when a Sampling is given, else "greedy" or "beam" by beam size."""
+    return "sampling" if sampling is not None else "greedy" if beam_size <= 1 else "beam"
 
 
 def clean_text(text: str) -> str:
@@ -128,6 +135,7 @@ class Translator:
         *,
         encoded: Encoded | None = None,
         scoring: Scoring | None = None,
+        sampling: Sampling | None = None,
     ) -> list[list[int]]:
         width = max(len(ids) for ids in sources)
         src = torch.full((len(sources), width), self.config.source_pad_id, dtype=torch.long)
@@ -135,6 +143,10 @@ class Translator:
             src[row, : len(ids)] = torch.tensor(ids)
         src = src.to(device)
         scoring = scoring or GNMT_SCORING
+        if sampling is not None:
+            return sample_decode(
+                model, src, sampling, max_new_tokens=max_new_tokens, prefix=prefix, encoded=encoded, scoring=scoring
+            )
         if beam_size <= 1:
             return greedy_decode(model, src, max_new_tokens, prefix, encoded, scoring)
         hypotheses = beam_search(model, src, beam_size, max_new_tokens, prefix, encoded, scoring=scoring)
@@ -146,8 +158,11 @@ class Translator:
         beam_size: int = DEFAULT_BEAM_SIZE,
         max_new_tokens: int | None = None,
         scoring: Scoring | None = None,
+        sampling: Sampling | None = None,
     ) -> str:
-        return self.translate_batch([text], beam_size=beam_size, max_new_tokens=max_new_tokens, scoring=scoring)[0]
+        return self.translate_batch(
+            [text], beam_size=beam_size, max_new_tokens=max_new_tokens, scoring=scoring, sampling=sampling
+        )[0]
 
     def translate_batch(
         self,
@@ -156,9 +171,12 @@ class Translator:
         max_new_tokens: int | None = None,
         batch_size: int = DEFAULT_BATCH_SIZE,
         scoring: Scoring | None = None,
+        sampling: Sampling | None = None,
     ) -> list[str]:
         """Translate many sentences, batching similar lengths together; ``scoring``: how a search ranks and stops
-        (None: ours; ``Scoring(alpha=...)`` another length penalty; ``authors_decoding.scoring`` the authors')."""
+        (None: ours; ``Scoring(alpha=...)`` another length penalty; ``authors_decoding.scoring`` the authors').
+        ``sampling``: draw each token (model.decoding.Sampling) instead of searching; ``beam_size`` is then not
+        used, and a batch's sentences draw in turn from the one seeded stream."""
         sources = [self.source_ids(text).ids for text in texts]
         if max_new_tokens is None and self.authors_limit is not None:  # else each sentence's own default (row_limits)
             max_new_tokens = min(self.authors_limit, self.config.max_sequence_tokens)
@@ -174,6 +192,7 @@ class Translator:
                 max_new_tokens=max_new_tokens,
                 prefix=None,
                 scoring=scoring,
+                sampling=sampling,
             )
             outputs, _ = self.run(generate)
             for index, ids in zip(chunk, outputs, strict=True):
@@ -192,6 +211,7 @@ class Translator:
         target_ids: list[int] | None = None,
         prefix_ids: list[int] | None = None,
         scoring: Scoring | None = None,
+        sampling: Sampling | None = None,
     ) -> Trace:
         """Translate (or, with ``target``, teacher-force) one sentence and record every step.
 
@@ -200,7 +220,8 @@ class Translator:
         ``prefix_ids`` do the same with target token ids instead of text (BOS left out;
         ``target_ids`` is read exactly as given, so EOS only when it is there), e.g. a beam
         search hypothesis or a what-if fork. ``scoring``: how the search ranks, stops and ends (None: ours);
-        ``authors_decoding`` gives an imported model's with its beam size and limit.
+        ``authors_decoding`` gives an imported model's with its beam size and limit. ``sampling``: each token is
+        drawn (model.decoding.Sampling; ``beam_size`` is then not used), the same seed giving the same trace.
         """
         if target is not None and target_ids is not None:
             raise ValueError("give target or target_ids, not both")
@@ -217,9 +238,11 @@ class Translator:
             prefix_ids = self._checked_output(prefix_ids, "prefix_ids")
         else:
             prefix_ids = self.target_ids(prefix, room - 1) if prefix else []
+        if target_ids is not None:
+            sampling = None  # the output is given: nothing is drawn
         settings = TraceSettings(
-            mode="forced" if target_ids is not None else "greedy" if beam_size <= 1 else "beam",
-            beam_size=beam_size,
+            mode=search_mode(beam_size, sampling) if target_ids is None else "forced",
+            beam_size=1 if sampling else beam_size,
             max_new_tokens=max_new_tokens or None,
             top_k=top_k,
             target=target,
@@ -227,6 +250,7 @@ class Translator:
             target_ids=target_ids,
             prefix_ids=prefix_ids,
             scoring=scoring,
+            sampling=sampling,
         )
         trace, notice = self.run(lambda m, d: self._trace_on(m, d, text, settings))
         trace.outcome.notice = notice
@@ -251,7 +275,7 @@ class Translator:
         ``token`` is a target token id (e.g. ``original.topk_ids[step][i]``; EOS ends the
         translation there) or typed text, encoded as a new word: when it is several pieces all
         are forced, one per step, and ``outcome.fork.notice`` says so. The rest is
-        decoded as the original was: greedy or beam search with its beam size, and within its
+        decoded as the original was: greedy, beam search with its beam size or sampling with its settings, within its
         output length limit (so forking with the token a greedy original took gives the
         original back). Steps before ``step`` read the same input as the original's, so their
         probabilities and attention rows are the original's. The returned Trace's
@@ -265,12 +289,13 @@ class Translator:
             self.model, len(original.source_ids), asked.max_new_tokens, original_prefix
         )
         settings = TraceSettings(
-            mode="greedy" if asked.beam_size <= 1 else "beam",
+            mode=search_mode(asked.beam_size, asked.sampling),
             beam_size=asked.beam_size,
             max_new_tokens=max(0, total - len(prefix_ids)),  # what is left of the original's limit after the choice
             top_k=top_k or asked.top_k,
             prefix_ids=prefix_ids,
             scoring=asked.scoring,
+            sampling=asked.sampling,
         )
         forked, notice = self.run(lambda m, d: self._trace_on(m, d, original.source_text, settings))
         forked.outcome.notice = notice
@@ -358,7 +383,15 @@ class Translator:
             if limit > 0 and prefix_ids[-1:] != [config.eos_id]:
                 encoded = encoder_pass.encoded
                 output = self._generate(
-                    model, device, [source.ids], settings.beam_size, limit, prefix_ids, encoded=encoded, scoring=scoring
+                    model,
+                    device,
+                    [source.ids],
+                    settings.beam_size,
+                    limit,
+                    prefix_ids,
+                    encoded=encoded,
+                    scoring=scoring,
+                    sampling=settings.sampling,
                 )[0]
             else:
                 output = prefix_ids

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from model.config import TransformerConfig
+from model.decoding.sampling import NO_TOP_K, Sampling
 from model.decoding.scoring import Scoring
 
 # generate's values when a setting is absent (transformers.GenerationConfig's defaults)
@@ -21,11 +22,13 @@ GENERATE_DEFAULTS: dict[str, Any] = {
     "length_penalty": 1.0,
     "early_stopping": False,
     "renormalize_logits": False,
-}
-# Settings our search does not apply, with the value at which they change nothing (sampling's own, such as
-# temperature, only matter with do_sample).
-NEUTRAL: dict[str, Any] = {
     "do_sample": False,
+    "temperature": 1.0,
+    "top_k": 50,
+    "top_p": 1.0,
+}
+# Settings our search does not apply, with the value at which they change nothing.
+NEUTRAL: dict[str, Any] = {
     "min_length": 0,
     "min_new_tokens": None,
     "no_repeat_ngram_size": 0,
@@ -37,16 +40,24 @@ NEUTRAL: dict[str, Any] = {
 
 @dataclass(frozen=True)
 class AuthorsDecoding:
-    """One model's authors' decoding: pass ``beam_size``, ``max_new_tokens`` and ``scoring`` to Translator.trace."""
+    """One model's authors' decoding: pass ``beam_size``, ``max_new_tokens``, ``scoring`` and ``sampling`` to
+    Translator.trace."""
 
     beam_size: int
     max_new_tokens: int  # tokens generated at most, the last one </s> when ``scoring.force_eos``
     scoring: Scoring
     not_followed: tuple[str, ...] = ()  # their settings our search does not apply, as "name=value"
+    sampling: Sampling | None = None  # do_sample: how each token is drawn (seed 0; generate draws from torch's)
 
     def describe(self) -> str:
         """In words, for the page: "beam 4, length penalty 1, up to 512 tokens, the last forced to </s>"."""
-        search = "greedy search" if self.beam_size <= 1 else f"beam {self.beam_size}"
+        if self.sampling is not None:
+            drawn = self.sampling
+            search = f"sampling at temperature {drawn.temperature:g}"
+            search += f", top-k {drawn.top_k}" if drawn.top_k != NO_TOP_K else ""
+            search += f", top-p {drawn.top_p:g}" if drawn.top_p < 1 else ""
+        else:
+            search = "greedy search" if self.beam_size <= 1 else f"beam {self.beam_size}"
         parts = [search]
         if self.beam_size > 1:
             parts.append(f"length penalty {self.scoring.alpha:g}")
@@ -80,6 +91,16 @@ def authors_decoding(defaults: dict[str, Any], config: TransformerConfig) -> Aut
     # transformers 5 reads a max_length it was not passed (one from the folder) as new tokens: it adds the start
     # token, within the model's positions (GenerationMixin._prepare_generated_length)
     limit = int(settings.get("max_new_tokens") or settings["max_length"])
+    sampling = None
+    if settings["do_sample"] and int(settings["num_beams"]) > 1:
+        not_followed.append(f"do_sample with num_beams={settings['num_beams']} (beam sampling; searched without it)")
+    elif settings["do_sample"]:
+        sampling = Sampling(
+            temperature=float(settings["temperature"]),
+            # generate reads a top_k of None as its default, 50; 0 turns top-k off
+            top_k=int(GENERATE_DEFAULTS["top_k"] if settings["top_k"] is None else settings["top_k"]),
+            top_p=float(settings["top_p"]),
+        )
     scoring = Scoring(
         style="transformers",
         alpha=float(settings["length_penalty"]),
@@ -93,4 +114,5 @@ def authors_decoding(defaults: dict[str, Any], config: TransformerConfig) -> Aut
         max_new_tokens=max(1, min(limit, config.max_sequence_tokens)),
         scoring=scoring,
         not_followed=tuple(not_followed),
+        sampling=sampling,
     )

@@ -1,4 +1,5 @@
-"""Decoding: greedy and beam search with a key/value cache (the passes a Trace is built from: model/decoding/passes.py).
+"""Decoding: greedy search, sampling and beam search with a key/value cache (the passes a Trace is built from:
+model/decoding/passes.py; what sampling does to each distribution: model/decoding/sampling.py).
 
 The source is encoded once per sentence. Decoder self-attention keeps a per-layer cache of
 keys/values; cross-attention keys/values are computed from the encoder output on the first
@@ -8,11 +9,13 @@ the model's train/eval mode, so one model can serve many threads.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 
 from model.decoding.beam_tree import BeamNode, BeamTree, Hypothesis
+from model.decoding.sampling import Sampling, draw, sampling_scores
 from model.decoding.scoring import GNMT_SCORING, Scoring
 from model.transformer import DecoderCache, Transformer
 
@@ -84,11 +87,54 @@ def greedy_decode(
     encoded: Encoded | None = None,
     scoring: Scoring = GNMT_SCORING,
 ) -> list[list[int]]:
-    """src_ids (B, S) -> per sentence the generated ids (prefix included, EOS last when reached).
+    """src_ids (B, S) -> per sentence the generated ids (prefix included, EOS last when reached), the most likely
+    token at each step.
 
     ``encoded``: model.encode(src_ids), when the caller has it already (a trace encodes once). ``scoring``: its
     banned tokens and forced EOS apply (the rest only ranks beams).
     """
+    return _token_by_token(
+        model, src_ids, _most_likely, max_new_tokens, prefix=prefix, encoded=encoded, scoring=scoring
+    )
+
+
+@torch.inference_mode()
+def sample_decode(
+    model: Transformer,
+    src_ids: torch.Tensor,
+    sampling: Sampling,
+    *,
+    max_new_tokens: int | None = None,
+    prefix: list[int] | None = None,
+    encoded: Encoded | None = None,
+    scoring: Scoring = GNMT_SCORING,
+) -> list[list[int]]:
+    """greedy_decode with each token drawn (model.decoding.sampling) instead of the most likely taken; the rows of
+    a batch draw in turn from one stream seeded with ``sampling.seed``, so a batch of one sentence repeated N times
+    gives N samples, and the same call gives the same samples."""
+    generator = sampling.generator(src_ids.device)
+
+    def drawn(log_probs: torch.Tensor) -> torch.Tensor:
+        return draw(sampling_scores(log_probs, sampling), generator)
+
+    return _token_by_token(model, src_ids, drawn, max_new_tokens, prefix=prefix, encoded=encoded, scoring=scoring)
+
+
+def _most_likely(log_probs: torch.Tensor) -> torch.Tensor:
+    return log_probs.argmax(dim=-1)
+
+
+def _token_by_token(
+    model: Transformer,
+    src_ids: torch.Tensor,
+    choose: Callable[[torch.Tensor], torch.Tensor],
+    max_new_tokens: int | None,
+    *,
+    prefix: list[int] | None,
+    encoded: Encoded | None,
+    scoring: Scoring,
+) -> list[list[int]]:
+    """One token a step for every sentence, ``choose`` taking it from the next-token log-probabilities (B, V)."""
     config = model.config
     batch = src_ids.size(0)
     limits = torch.tensor(row_limits(model, src_ids, len(prefix or []), max_new_tokens), device=src_ids.device)
@@ -102,7 +148,7 @@ def greedy_decode(
         log_probs = next_token_log_probs(model, logits[:, -1], scoring)
         if scoring.force_eos:
             log_probs = force_eos(log_probs, limits == step + 1, config.eos_id)
-        next_token = log_probs.argmax(dim=-1)  # (B,)
+        next_token = choose(log_probs)  # (B,)
         next_token = next_token.masked_fill(finished, config.pad_id)
         tokens = torch.cat([tokens, next_token[:, None]], dim=1)
         finished |= (next_token == config.eos_id) | (limits <= step + 1)

@@ -78,7 +78,8 @@ def test_plain_data_modules_load_without_torch():
     """A Trace and its settings, a beam tree and its scoring are plain data: viz and a notebook read them without
     the model's runtime (and a package's __init__ must not import torch behind their back)."""
     code = (
-        "import sys; import model.trace, model.decoding.beam_tree, model.decoding.scoring, model.heads; "
+        "import sys; import model.trace, model.decoding.beam_tree, model.decoding.scoring, model.decoding.sampling, "
+        "model.heads; "
         "print('torch' in sys.modules)"
     )
     result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)

@@ -18,7 +18,9 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from model import load_checkpoint
+from model.decoding import Sampling
 from model.decoding.authors import authors_decoding
+from model.decoding.sampling import sampling_scores
 from model.decoding.scoring import Scoring
 from model.decoding.search import beam_search, greedy_decode
 from model.interop.marian import import_marian
@@ -239,3 +241,73 @@ def test_settings_our_search_does_not_apply_are_named():
     )  # within our positions
     with pytest.raises(ValueError, match="early_stopping"):
         authors_decoding({"early_stopping": "sometimes"}, config)
+
+
+SAMPLINGS = [
+    pytest.param(Sampling(temperature=1.0, seed=3), id="temperature-1"),
+    pytest.param(Sampling(temperature=0.6, top_k=4, seed=11), id="top-k"),
+    pytest.param(Sampling(temperature=1.4, top_p=0.7, seed=5), id="top-p"),
+    pytest.param(Sampling(temperature=0.9, top_k=6, top_p=0.9, seed=7), id="all-three"),
+]
+
+
+def sampling_settings(sampling: Sampling, pad: int, eos: int) -> dict:
+    """generate's settings for ``sampling`` (top_k 0: no top-k, for both; generate reads a top_k of None as 50)."""
+    return {
+        "do_sample": True,
+        "num_beams": 1,
+        "temperature": sampling.temperature,
+        "top_k": sampling.top_k,
+        "top_p": sampling.top_p,
+        "max_length": 30,
+        "forced_eos_token_id": eos,
+        "bad_words_ids": [[pad]],
+    }
+
+
+@pytest.mark.parametrize("sampling", SAMPLINGS)
+def test_each_step_reshapes_the_distribution_as_generates_logits_processors(ending, sampling):
+    """At every step of a sampled translation the distribution drawn from equals the one transformers' temperature,
+    top-k and top-p processors make of the same logits."""
+    transformers = transformers_or_skip()
+    hf_model, hf_tokenizer, translator, _ = ending
+    warpers = transformers.LogitsProcessorList(
+        [transformers.TemperatureLogitsWarper(sampling.temperature)]
+        + ([transformers.TopKLogitsWarper(sampling.top_k)] if sampling.top_k else [])
+        + ([transformers.TopPLogitsWarper(sampling.top_p)] if sampling.top_p < 1 else [])
+    )
+    for text in SENTENCES:
+        trace = translator.trace(text, max_new_tokens=30, sampling=sampling)
+        src = torch.tensor([hf_tokenizer(text).input_ids])
+        with torch.no_grad():
+            logits = hf_model(input_ids=src, decoder_input_ids=torch.tensor([trace.target_ids[:-1]])).logits[0]
+        logits[:, hf_model.config.pad_token_id] = float("-inf")  # bad_words_ids, as our model never writes <pad>
+        theirs = warpers(torch.tensor([trace.target_ids[:-1]]), logits).softmax(dim=-1)
+        ours = sampling_scores(torch.log_softmax(logits, dim=-1), sampling).softmax(dim=-1)
+        torch.testing.assert_close(ours, theirs, rtol=0, atol=1e-6)
+
+
+@pytest.fixture(scope="module")
+def unbiased(marian):
+    """(Hugging Face model, tokenizer, imported Translator) of the fixture's model as it is: it rarely ends a
+    sentence, so a sampled translation runs to its limit and every one of its tokens is a draw to compare."""
+    hf_model, hf_tokenizer, _, imported = marian
+    return hf_model, hf_tokenizer, load_checkpoint(imported, "cpu")
+
+
+@pytest.mark.parametrize("sampling", SAMPLINGS)
+def test_sampling_draws_what_generate_draws_with_the_same_seed(unbiased, sampling):
+    """generate draws from torch's global stream; seeded with the same number, it draws what our own generator does,
+    token for token, also with the folder's settings read by authors_decoding."""
+    hf_model, hf_tokenizer, translator = unbiased
+    settings = sampling_settings(sampling, hf_model.config.pad_token_id, hf_model.config.eos_token_id)
+    preset = authors_decoding(settings, translator.config)
+    assert preset.sampling == Sampling(sampling.temperature, sampling.top_k, sampling.top_p) and not preset.not_followed
+    lengths = []
+    for text in SENTENCES:
+        torch.manual_seed(sampling.seed)
+        expected = generated(hf_model, hf_tokenizer, text, settings)
+        ours = translator.trace(text, max_new_tokens=preset.max_new_tokens, scoring=preset.scoring, sampling=sampling)
+        assert ours.target_ids[1:] == expected, text
+        lengths.append(len(expected))
+    assert min(lengths) >= 10, lengths  # enough draws to tell two random streams apart

@@ -12,6 +12,7 @@ import torch
 
 from model import translate
 from model.checkpoint import load_checkpoint
+from model.decoding import Sampling
 from model.interop import convert
 from model.training import evaluate, options, toy_tasks, train
 from tests.helpers import REPO
@@ -51,6 +52,25 @@ def test_translates_stdin_lines_and_keeps_blank_lines(tiny_checkpoint, expected)
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines() == [expected(lines[0]), "", expected(lines[2])]
+
+
+def test_sampling_options_draw_what_the_library_draws_and_bad_ones_are_refused(tiny_checkpoint, capsys):
+    translator = load_checkpoint(tiny_checkpoint, device="cpu")
+    text = "a dog runs in the park."
+    common = ["--checkpoint", str(tiny_checkpoint), "--device", "cpu", "--max-new-tokens", str(MAX_LEN)]
+    translate.main([*common, "--sample", "--temperature", "1.5", "--top-k", "5", "--seed", "4", text])
+    sampling = Sampling(temperature=1.5, top_k=5, seed=4)
+    drawn = translator.translate(text, max_new_tokens=MAX_LEN, sampling=sampling)
+    assert capsys.readouterr().out.splitlines() == [drawn]
+    for bad, message in (
+        (["--sample", "--temperature", "0"], "temperature must be a number above 0"),
+        (["--sample", "--top-p", "1.5"], "top_p must be above 0 and at most 1"),
+        (["--sample", "--seed", "-2"], "seed must be a whole number"),
+        (["--top-p", "0.5", "--seed", "1"], "--top-p, --seed only apply with --sample"),
+    ):
+        with pytest.raises(SystemExit):
+            translate.main([*common, *bad, text])
+        assert message in capsys.readouterr().err, bad
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="the fallback notice needs a machine without CUDA")

@@ -87,6 +87,7 @@ def test_trace_records_mode_beam_size_limits_and_the_model(toy):
         "target_ids": None,
         "prefix_ids": [],
         "scoring": None,
+        "sampling": None,
     }
     assert greedy.outcome == TraceOutcome(truncated=False, source_pieces_before_truncation=5, cut_off=False)
     beam = toy.trace("a b c d e", beam_size=2, max_new_tokens=8, top_k=3)
