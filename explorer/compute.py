@@ -32,6 +32,7 @@ from model.analysis.internals import AttentionStages, attention_stages
 from model.analysis.word_order import WordOrderComparison, compare_word_order
 from model.checkpoint import CheckpointEntry, read_config, scan_checkpoints
 from model.decoding.beam_tree import BeamTree
+from model.decoding.sampling import Sampling
 from model.decoding.scoring import Scoring
 from model.heads import HeadRef
 from model.trace import Trace
@@ -89,6 +90,7 @@ class TraceKey:
     target: str | None = None
     target_ids: tuple[int, ...] | None = None
     scoring: Scoring | None = None  # None: our search; else e.g. the model's authors' (model.decoding.authors)
+    sampling: Sampling | None = None  # each token drawn instead of searched
 
     def free(self) -> TraceKey:
         """The same sentence and settings, translated by the model itself."""
@@ -143,6 +145,7 @@ def compute_trace(key: TraceKey) -> Trace:
         target=key.target,
         target_ids=None if key.target_ids is None else list(key.target_ids),
         scoring=key.scoring,
+        sampling=key.sampling,
     )
 
 
@@ -183,7 +186,12 @@ def sentence_statistics(key: TraceKey) -> list[dict[str, Any]]:
     """One sentence of an uploaded file: its statistics table (small), cached per sentence."""
     translator = load_translator(key.model)
     return batch_head_statistics(
-        translator, [key.text], beam_size=key.beam_size, max_new_tokens=key.max_new_tokens, scoring=key.scoring
+        translator,
+        [key.text],
+        beam_size=key.beam_size,
+        max_new_tokens=key.max_new_tokens,
+        scoring=key.scoring,
+        sampling=key.sampling,
     )
 
 
@@ -198,7 +206,14 @@ def readable_head(key: ModelKey, examples: tuple[str, ...]) -> tuple[int, int]:
 def compute_ablation(key: TraceKey, heads: tuple[HeadRef, ...], mode: str) -> AblationComparison:
     translator = load_translator(key.model)
     return compare_ablation(
-        translator, key.text, list(heads), mode, key.beam_size, key.max_new_tokens, scoring=key.scoring
+        translator,
+        key.text,
+        list(heads),
+        mode,
+        key.beam_size,
+        key.max_new_tokens,
+        scoring=key.scoring,
+        sampling=key.sampling,
     )
 
 
@@ -221,6 +236,7 @@ def compute_word_order(key: TraceKey, experiment: str, stacks: tuple[str, ...], 
         max_new_tokens=key.max_new_tokens,
         stacks=stacks,
         scoring=key.scoring,
+        sampling=key.sampling,
     )
 
 

@@ -74,10 +74,13 @@ class PageContext:
 
     @property
     def mode(self) -> str:
-        """How the trace's output was made, in words: "greedy search", "beam search, beam 5", "teacher forcing",
-        "beam search, beam 4, as the model's authors decode". No parentheses: the page writes it in some."""
+        """How the trace's output was made, in words: "greedy search", "beam search, beam 5", "sampling at
+        temperature 0.8, top-p 0.9, seed 3", "teacher forcing", "beam search, beam 4, as the model's authors decode".
+        No parentheses: the page writes it in some."""
         settings = self.trace.settings
         names = {"greedy": "greedy search", "beam": f"beam search, beam {settings.beam_size}"}
+        if settings.sampling is not None:
+            names["sampling"] = settings.sampling.describe()
         mode = names.get(settings.mode, "teacher forcing")
         if settings.scoring and settings.mode != "forced":
             return f"{mode}, as the model's authors decode"

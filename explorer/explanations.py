@@ -93,6 +93,20 @@ EXPLANATIONS: dict[str, str] = {
         "exactly as `generate` does with them, token for token; off, it uses this page's own search, whose "
         "settings are below."
     ),
+    "temperature": (
+        "Sampling draws each word from the model's probabilities instead of taking the most likely one. The "
+        "temperature reshapes them first: below 1 the likely words get likelier (near 0 it is greedy search), "
+        "above 1 the unlikely ones catch up (at 2 expect nonsense)."
+    ),
+    "top_k": "Draw only among the k most likely words (after the temperature). 0 keeps every word; 1 is greedy search.",
+    "top_p": (
+        "Draw only among the fewest most likely words whose probabilities add up to p (after the temperature and "
+        "top-k): the long tail of unlikely words is cut off. 1 keeps every word."
+    ),
+    "seed": (
+        "Where the random draws start: the same seed gives the same translation, so a link opens the same one; "
+        "another seed may draw another."
+    ),
     "teacher_forcing": (
         "With teacher forcing you type the target yourself: the model reads your tokens instead of "
         "its own, and you see the attention and probabilities it gives them."

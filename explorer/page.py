@@ -145,7 +145,15 @@ def open_page() -> PageContext | None:
     if translator.tokenizer.language_codes() and not (language_code or starts_with_language_code(text)):
         st.warning(NO_TARGET_LANGUAGE)
     text = with_language_code(text, language_code)
-    trace_key = TraceKey(model_key, text, decoding.beam_size, decoding.max_new_tokens, target, scoring=decoding.scoring)
+    trace_key = TraceKey(
+        model_key,
+        text,
+        decoding.beam_size,
+        decoding.max_new_tokens,
+        target,
+        scoring=decoding.scoring,
+        sampling=decoding.sampling,
+    )
     trace = compute_trace(trace_key)
     if st.session_state.teacher_forcing and target is None:
         st.info(

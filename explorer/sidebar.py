@@ -21,10 +21,23 @@ from explorer.compute import (
 )
 from explorer.context import TokenStyle
 from explorer.explanations import EXPLANATIONS
-from explorer.state import BEAM_SIZES, DEVICES, SEARCHES, TOKEN_STYLE_TOGGLES, bind, presenting
+from explorer.state import (
+    BEAM_SIZES,
+    DEVICES,
+    SAMPLING_SETTINGS,
+    SEARCHES,
+    SEED_RANGE,
+    TEMPERATURE_RANGE,
+    TOKEN_STYLE_TOGGLES,
+    TOP_K_RANGE,
+    TOP_P_RANGE,
+    bind,
+    presenting,
+)
 from explorer.wording import DEVICE_NAMES, LANGUAGE_NAMES, describe_card, escape_markdown
 from model.checkpoint import CheckpointEntry, read_card
 from model.decoding.authors import AuthorsDecoding
+from model.decoding.sampling import Sampling
 from model.decoding.scoring import Scoring
 from model.translator import Translator
 
@@ -49,11 +62,13 @@ html {{ font-size: 22px; }}
 @dataclass(frozen=True)
 class Decoding:
     """How the model translates: beam size 1 is greedy search; ``max_new_tokens`` None lets the model decide;
-    ``scoring`` None is our search, else how the model's authors rank, stop and end (model.decoding.authors)."""
+    ``scoring`` None is our search, else how the model's authors rank, stop and end (model.decoding.authors);
+    ``sampling``: each token drawn instead (model.decoding.Sampling)."""
 
     beam_size: int
     max_new_tokens: int | None
     scoring: Scoring | None = None
+    sampling: Sampling | None = None
 
 
 def prefill_target() -> None:
@@ -186,6 +201,8 @@ def settings_controls(positions: int, authors: AuthorsDecoding | None) -> tuple[
         bind("authors_decoding")
     bind("decoding")
     bind("beam_size")
+    for key in SAMPLING_SETTINGS:
+        bind(key)
     bind("max_new_tokens", None, [None, *range(1, positions - 1)])
     bind("teacher_forcing")
     for key in TOKEN_STYLE_TOGGLES:
@@ -218,10 +235,15 @@ def settings_controls(positions: int, authors: AuthorsDecoding | None) -> tuple[
         st.sidebar.toggle("Write the weights in the cells", key="annotate", persist_state="page")
     state = st.session_state
     if as_authors:
-        decoding = Decoding(authors.beam_size, authors.max_new_tokens, authors.scoring)
+        decoding = Decoding(authors.beam_size, authors.max_new_tokens, authors.scoring, authors.sampling)
     else:
+        sampling = None
+        if state.decoding == "sampling":
+            sampling = Sampling(**{key: state[key] for key in SAMPLING_SETTINGS})
         decoding = Decoding(
-            beam_size=state.beam_size if state.decoding == "beam" else 1, max_new_tokens=state.max_new_tokens
+            beam_size=state.beam_size if state.decoding == "beam" else 1,
+            max_new_tokens=state.max_new_tokens,
+            sampling=sampling,
         )
     return decoding, TokenStyle(**{key: state[key] for key in TOKEN_STYLE_TOGGLES})
 
@@ -234,12 +256,14 @@ def sentence_view_chosen() -> bool:
 
 
 def search_controls(positions: int) -> None:
-    """Our search: greedy or beam, its width, and the output limit."""
+    """Our search: greedy, beam (its width) or sampling (its settings), and the output limit."""
     st.sidebar.radio(
         "Search", SEARCHES, format_func=str.capitalize, horizontal=True, key="decoding", persist_state="page"
     )
     if st.session_state.decoding == "beam":
         st.sidebar.slider("Beam size", BEAM_SIZES[0], BEAM_SIZES[-1], key="beam_size", persist_state="page")
+    if st.session_state.decoding == "sampling":
+        sampling_controls()
     st.sidebar.number_input(
         "Max output tokens",
         min_value=1,
@@ -249,6 +273,21 @@ def search_controls(positions: int) -> None:
         key="max_new_tokens",
         persist_state="page",
     )
+
+
+def sampling_controls() -> None:
+    """Temperature, top-k, top-p and the seed: how each token is drawn (applied in that order, as generate does)."""
+    low, high, step = TEMPERATURE_RANGE
+    st.sidebar.slider(
+        "Temperature", low, high, step=step, key="temperature", help=EXPLANATIONS["temperature"], persist_state="page"
+    )
+    top_k, top_p = st.sidebar.columns(2)
+    top_k.number_input("Top-k", *TOP_K_RANGE, step=1, key="top_k", help=EXPLANATIONS["top_k"], persist_state="page")
+    low, high, step = TOP_P_RANGE
+    top_p.number_input(
+        "Top-p", low, high, step=step, format="%.2f", key="top_p", help=EXPLANATIONS["top_p"], persist_state="page"
+    )
+    st.sidebar.number_input("Seed", *SEED_RANGE, step=1, key="seed", help=EXPLANATIONS["seed"], persist_state="page")
 
 
 def authors_caption(authors: AuthorsDecoding) -> str:

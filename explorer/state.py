@@ -26,14 +26,21 @@ from model.analysis.ablation import ABLATION_MODES
 from model.analysis.head_stats import STATISTICS
 from model.analysis.word_order import WORD_ORDER_VARIANTS
 from model.config import POSITIONAL_ENCODINGS
+from model.decoding.sampling import Sampling
 from model.decoding.search import DEFAULT_BEAM_SIZE
 from model.heads import ATTENTION_KINDS, STACKS
 from model.training.toy_settings import D_MODEL_RANGE, HEAD_RANGE, LAYER_RANGE, LENGTH_RANGE, ToySettings
 from model.training.toy_tasks import TASKS
 
 DEVICES = ("auto", "cpu", "cuda")
-SEARCHES = ("greedy", "beam")
+SEARCHES = ("greedy", "beam", "sampling")
 BEAM_SIZES = tuple(range(2, 11))  # the beam-size slider's choices (1 is greedy search)
+# the sampling controls' ranges: (lowest, highest, step) for the sliders, (lowest, highest) for the number boxes
+TEMPERATURE_RANGE = (0.05, 2.0, 0.05)
+TOP_P_RANGE = (0.05, 1.0, 0.05)
+TOP_K_RANGE = (0, 100)  # 0: every token
+SEED_RANGE = (0, 999_999)
+SAMPLING_SETTINGS = ("temperature", "top_k", "top_p", "seed")  # model.decoding.Sampling's fields, as URL keys
 DISPLAYS = ("single", "grid", "heads", "aggregates")
 TOKEN_STYLE_TOGGLES = ("merge_words", "show_special", "annotate")
 STATS_SOURCES = ("sentence", "file")
@@ -57,6 +64,18 @@ def parse_bool(raw: str) -> bool:
 
 def parse_text(raw: str) -> str:
     return raw
+
+
+def within(number: Callable[[str], float], bounds: tuple[float, ...]) -> Callable[[str], Any]:
+    """A parser of numbers from ``bounds[0]`` to ``bounds[1]`` (a ValueError outside: the setting's default is used)."""
+
+    def parse(raw: str) -> Any:
+        value = number(raw)
+        if not bounds[0] <= value <= bounds[1]:
+            raise ValueError(f"{value} is outside {bounds[0]} to {bounds[1]}")
+        return value
+
+    return parse
 
 
 # The attention kinds' names before they were told apart from the stacks': links with view=decoder still open.
@@ -166,6 +185,11 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("authors_decoding", parse_bool, False, BOOLEANS),
     Setting("decoding", parse_text, "greedy", SEARCHES),
     Setting("beam_size", int, DEFAULT_BEAM_SIZE, BEAM_SIZES),
+    # sampling's settings (model.decoding.Sampling), each within its control's range
+    Setting("temperature", within(float, TEMPERATURE_RANGE), Sampling.temperature),
+    Setting("top_k", within(int, TOP_K_RANGE), Sampling.top_k),
+    Setting("top_p", within(float, TOP_P_RANGE), Sampling.top_p),
+    Setting("seed", within(int, SEED_RANGE), Sampling.seed),
     Setting("max_new_tokens", int, former_keys=("max_len",)),
     Setting("merge_words", parse_bool, False, BOOLEANS),
     Setting("show_special", parse_bool, True, BOOLEANS),

@@ -29,6 +29,7 @@ import torch
 from model.analysis.alignment import TokenDiff, token_diff
 from model.analysis.pairs import AttentionPair, attention_pair
 from model.capture import intervene
+from model.decoding.sampling import Sampling
 from model.decoding.scoring import Scoring
 from model.decoding.search import DEFAULT_BEAM_SIZE
 from model.heads import HeadRef, check_heads
@@ -226,19 +227,21 @@ def compare_ablation(
     means: HeadMeans | None = None,
     top_k: int = DEFAULT_TOP_K,
     scoring: Scoring | None = None,
+    sampling: Sampling | None = None,
 ) -> AblationComparison:
     """Translate ``text`` as is and with ``heads`` removed; diff the outputs and score the original's tokens.
 
     ``mode="mean"`` without ``means`` uses each head's mean over this sentence forced on its
-    original translation (``mean_head_outputs``). ``scoring``: the search's, as in Translator.trace.
+    original translation (``mean_head_outputs``). ``scoring`` and ``sampling``: as in Translator.trace (a sampled
+    translation is sampled again with the heads removed, from the same seed).
     """
     heads = check_heads(translator.config, heads)
-    original = translator.trace(text, beam_size, max_new_tokens, top_k, scoring=scoring)
+    original = translator.trace(text, beam_size, max_new_tokens, top_k, scoring=scoring, sampling=sampling)
     output = original.target_ids[1:]
     if mode == "mean" and means is None:
         means = mean_head_outputs(translator, [text], [output])
     with ablate_heads(translator.model, heads, mode, means):
-        ablated = translator.trace(text, beam_size, max_new_tokens, top_k, scoring=scoring)
+        ablated = translator.trace(text, beam_size, max_new_tokens, top_k, scoring=scoring, sampling=sampling)
         forced = translator.trace(text, beam_size, top_k=top_k, target_ids=output, scoring=scoring)
     record = {"name": "ablation", "heads": [asdict(ref) for ref in heads], "mode": mode}
     ablated.outcome.experiment = forced.outcome.experiment = record

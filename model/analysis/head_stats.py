@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from model.decoding.sampling import Sampling
 from model.decoding.scoring import Scoring
 from model.decoding.search import DEFAULT_BEAM_SIZE
 from model.heads import ATTENTION_KINDS, KIND_LABELS, module_kind
@@ -221,19 +222,22 @@ def batch_head_statistics(
     band: float = DIAGONAL_BAND,
     progress: Callable[[int, int], None] | None = None,
     scoring: Scoring | None = None,
+    sampling: Sampling | None = None,
 ) -> list[dict[str, Any]]:
     """The statistics table over many sentences: each is translated and traced, then tables are averaged.
 
     Blank sentences are skipped (ValueError when none is left). The translation is the model's
-    own (``beam_size``, ``max_new_tokens``, ``scoring`` as in Translator.trace). ``progress(done, total)`` is called
-    after each sentence. Averaging: see mean_head_statistics.
+    own (``beam_size``, ``max_new_tokens``, ``scoring``, ``sampling`` as in Translator.trace).
+    ``progress(done, total)`` is called after each sentence. Averaging: see mean_head_statistics.
     """
     texts = [text.strip() for text in sentences if text.strip()]
     if not texts:
         raise ValueError("no sentences: give at least one non-blank sentence")
     tables = []
     for done, text in enumerate(texts, start=1):
-        trace = translator.trace(text, beam_size=beam_size, max_new_tokens=max_new_tokens, scoring=scoring)
+        trace = translator.trace(
+            text, beam_size=beam_size, max_new_tokens=max_new_tokens, scoring=scoring, sampling=sampling
+        )
         tables.append(trace_head_statistics(trace, band=band))
         if progress is not None:
             progress(done, len(texts))

@@ -22,6 +22,7 @@ import torch
 from model.analysis.alignment import TokenDiff, token_diff
 from model.analysis.pairs import AttentionPair, attention_pair
 from model.capture import intervene
+from model.decoding.sampling import Sampling
 from model.decoding.scoring import Scoring
 from model.decoding.search import DEFAULT_BEAM_SIZE
 from model.heads import STACKS
@@ -108,20 +109,26 @@ def compare_word_order(
     stacks: Sequence[str] = STACKS,
     top_k: int = DEFAULT_TOP_K,
     scoring: Scoring | None = None,
+    sampling: Sampling | None = None,
 ) -> WordOrderComparison:
     """Translate ``text`` as is and under a positional experiment: "no-pe" (encoding removed in ``stacks``)
-    or "shuffle" (source words in a seeded random order, the model unchanged). ``scoring``: as in Translator.trace."""
+    or "shuffle" (source words in a seeded random order, the model unchanged). ``scoring``, ``sampling``: as in
+    Translator.trace."""
     if variant not in WORD_ORDER_VARIANTS:
         raise ValueError(f"variant must be one of {WORD_ORDER_VARIANTS}, not {variant!r}")
-    original = translator.trace(text, beam_size, max_new_tokens, top_k, scoring=scoring)
+
+    def trace(source: str) -> Trace:
+        return translator.trace(source, beam_size, max_new_tokens, top_k, scoring=scoring, sampling=sampling)
+
+    original = trace(text)
     if variant == "no-pe":
         with without_positional_encoding(translator.model, stacks):
-            modified = translator.trace(text, beam_size, max_new_tokens, top_k, scoring=scoring)
+            modified = trace(text)
         removed_from, used_seed, order = tuple(stacks), None, []
         record: dict[str, Any] = {"name": "word_order", "variant": variant, "stacks": list(removed_from)}
     else:
         order = shuffled_order(len(text.split()), seed)
-        modified = translator.trace(shuffle_source_words(text, seed), beam_size, max_new_tokens, top_k, scoring=scoring)
+        modified = trace(shuffle_source_words(text, seed))
         removed_from, used_seed = (), seed
         record = {"name": "word_order", "variant": variant, "seed": seed, "shuffled_order": order}
     modified.outcome.experiment = record

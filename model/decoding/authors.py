@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from model.config import TransformerConfig
-from model.decoding.sampling import NO_TOP_K, Sampling
+from model.decoding.sampling import Sampling
 from model.decoding.scoring import Scoring
 
 # generate's values when a setting is absent (transformers.GenerationConfig's defaults)
@@ -52,10 +52,7 @@ class AuthorsDecoding:
     def describe(self) -> str:
         """In words, for the page: "beam 4, length penalty 1, up to 512 tokens, the last forced to </s>"."""
         if self.sampling is not None:
-            drawn = self.sampling
-            search = f"sampling at temperature {drawn.temperature:g}"
-            search += f", top-k {drawn.top_k}" if drawn.top_k != NO_TOP_K else ""
-            search += f", top-p {drawn.top_p:g}" if drawn.top_p < 1 else ""
+            search = self.sampling.describe()
         else:
             search = "greedy search" if self.beam_size <= 1 else f"beam {self.beam_size}"
         parts = [search]

@@ -50,6 +50,14 @@ class Sampling:
 
         return torch.Generator(device=device).manual_seed(self.seed)
 
+    def describe(self) -> str:
+        """In words, for the page: "sampling at temperature 0.8, top-k 5, top-p 0.9, seed 3" (a setting that keeps
+        every token is left out)."""
+        words = f"sampling at temperature {self.temperature:g}"
+        words += f", top-k {self.top_k}" if self.top_k != NO_TOP_K else ""
+        words += f", top-p {self.top_p:g}" if self.top_p < 1 else ""
+        return f"{words}, seed {self.seed}"
+
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 

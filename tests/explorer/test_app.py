@@ -13,12 +13,13 @@ import torch
 from streamlit.testing.v1 import AppTest
 
 import viz
-from explorer.state import ALL_QUERIES
+from explorer.state import ALL_QUERIES, SAMPLING_SETTINGS
 from explorer.wording import ATTRIBUTION_NAMES, card_examples
 from model import load_checkpoint
 from model.analysis.attribution import attribute
 from model.analysis.head_stats import batch_head_statistics, readable_cross_head
 from model.checkpoint import read_card
+from model.decoding import Sampling
 from model.decoding.search import DEFAULT_BEAM_SIZE
 from model.heads import head_title
 from model.translator import Translator
@@ -326,6 +327,34 @@ def test_beam_search_and_length_limit(app):
     assert any(markdown.value == "**Translation** (beam search, beam 5)" for markdown in app.markdown)
     probabilities = chart_titled(open_details(app), "Probability of each output token")
     assert len(probabilities["layout"]["xaxis"]["ticktext"]) <= 4  # at most 3 tokens, then </s>
+
+
+def test_sampling_shows_the_translation_its_seed_draws_and_bad_link_values_fall_back(app, checkpoints):
+    app.radio(key="decoding").set_value("sampling").run()
+    app.slider(key="temperature").set_value(1.5).run()
+    app.number_input(key="top_k").set_value(5).run()
+    app.number_input(key="seed").set_value(7).run()
+    assert_ok(app)
+    sentence = app.text_input(key="sentence").value
+    sampling = Sampling(temperature=1.5, top_k=5, seed=7)
+    translator = load_checkpoint(checkpoints / "tiny-en-de", device="cpu")
+    expected = translator.trace(sentence, sampling=sampling)
+    assert expected.translation != translator.translate(sentence, beam_size=1)  # drawn, not searched
+    assert translation_shown(app) == expected.translation
+    shown = [markdown.value for markdown in app.markdown]
+    assert "**Translation** (sampling at temperature 1.5, top-k 5, seed 7)" in shown
+    assert {key: app.query_params[key] for key in ("decoding", "temperature", "top_k", "seed")} == {
+        "decoding": "sampling",
+        "temperature": "1.5",
+        "top_k": "5",
+        "seed": "7",
+    }
+    # a link with values out of range opens with the defaults, and nothing crashes
+    bad = AppTest.from_file(APP, default_timeout=60)
+    bad.query_params.update({"decoding": "sampling", "temperature": "0", "top_k": "-1", "top_p": "nan", "seed": "x"})
+    bad.run()
+    assert_ok(bad)
+    assert [bad.session_state[key] for key in SAMPLING_SETTINGS] == [1.0, 0, 1.0, 0]
 
 
 def test_teacher_forcing_shows_the_typed_target(app):

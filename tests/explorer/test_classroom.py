@@ -186,6 +186,7 @@ def shared_links(classroom_checkpoints: Path) -> list[dict[str, str]]:
             "annotate": "true",
         },
         {"view": "encoder_self", "display": "grid", "grid_layers": "1"},  # the all-heads grid of one layer
+        {"sentence": SENTENCE, "decoding": "sampling", "temperature": "0.7", "top_k": "5", "top_p": "0.9", "seed": "3"},
         {"view": "positional", "positional_stack": "decoder", "positional_dimensions": "3,1", "presenter": "true"},
         {
             "sentence": SENTENCE,
