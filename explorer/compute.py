@@ -29,6 +29,7 @@ from model.analysis.domain import SourceWords
 from model.analysis.head_stats import batch_head_statistics, readable_cross_head, trace_head_statistics
 from model.analysis.importance import HeadImportance, head_importance
 from model.analysis.internals import AttentionStages, attention_stages
+from model.analysis.samples import Draw, SampleTable, explain_sampled_trace, sample_again
 from model.analysis.word_order import WordOrderComparison, compare_word_order
 from model.checkpoint import CheckpointEntry, read_config, scan_checkpoints
 from model.decoding.beam_tree import BeamTree
@@ -146,6 +147,27 @@ def compute_trace(key: TraceKey) -> Trace:
         target_ids=None if key.target_ids is None else list(key.target_ids),
         scoring=key.scoring,
         sampling=key.sampling,
+    )
+
+
+@st.cache_data(show_spinner=False, max_entries=256)
+def compute_draws(key: TraceKey) -> list[Draw]:
+    """How each token of the page's sampled trace was drawn (model.analysis.samples.explain_sampled_trace)."""
+    return explain_sampled_trace(load_translator(key.model), compute_trace(key))
+
+
+@st.cache_data(show_spinner="Sampling…", max_entries=64)
+def compute_samples(key: TraceKey, draws: int) -> SampleTable:
+    """The page's sentence sampled ``draws`` times with its sampling settings, beside greedy and beam search."""
+    if key.sampling is None:
+        raise ValueError("the page is not sampling")
+    return sample_again(
+        load_translator(key.model),
+        key.text,
+        key.sampling,
+        draws,
+        max_new_tokens=key.max_new_tokens,
+        scoring=key.scoring,
     )
 
 

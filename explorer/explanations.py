@@ -107,6 +107,17 @@ EXPLANATIONS: dict[str, str] = {
         "Where the random draws start: the same seed gives the same translation, so a link opens the same one; "
         "another seed may draw another."
     ),
+    "sampled_step": (
+        "The model's most likely next tokens at this step (▶ marks the one drawn), each with three bars: its "
+        "probability under the model, after the temperature, and in the draw itself, where top-k and top-p have "
+        "removed the tokens outside their set (0) and the rest share the whole probability. A token far down "
+        "the model's list can still be drawn: that is what makes two samples differ."
+    ),
+    "sample_again": (
+        "Draw the sentence's translation again and again, all at once, with these sampling settings: the table "
+        "shows how often each translation came and how likely the model finds it (its log-probability: nearer 0 "
+        "is likelier), beside greedy search's and beam search's."
+    ),
     "teacher_forcing": (
         "With teacher forcing you type the target yourself: the model reads your tokens instead of "
         "its own, and you see the attention and probabilities it gives them."

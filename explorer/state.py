@@ -24,6 +24,7 @@ from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from model.analysis.ablation import ABLATION_MODES
 from model.analysis.head_stats import STATISTICS
+from model.analysis.samples import MAX_SAMPLES
 from model.analysis.word_order import WORD_ORDER_VARIANTS
 from model.config import POSITIONAL_ENCODINGS
 from model.decoding.sampling import Sampling
@@ -41,6 +42,7 @@ TOP_P_RANGE = (0.05, 1.0, 0.05)
 TOP_K_RANGE = (0, 100)  # 0: every token
 SEED_RANGE = (0, 999_999)
 SAMPLING_SETTINGS = ("temperature", "top_k", "top_p", "seed")  # model.decoding.Sampling's fields, as URL keys
+SAMPLE_DRAWS_RANGE = (1, MAX_SAMPLES)  # "sample again": draws at once
 DISPLAYS = ("single", "grid", "heads", "aggregates")
 TOKEN_STYLE_TOGGLES = ("merge_words", "show_special", "annotate")
 STATS_SOURCES = ("sentence", "file")
@@ -190,6 +192,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("top_k", within(int, TOP_K_RANGE), Sampling.top_k),
     Setting("top_p", within(float, TOP_P_RANGE), Sampling.top_p),
     Setting("seed", within(int, SEED_RANGE), Sampling.seed),
+    Setting("sample_draws", within(int, SAMPLE_DRAWS_RANGE), 10),
     Setting("max_new_tokens", int, former_keys=("max_len",)),
     Setting("merge_words", parse_bool, False, BOOLEANS),
     Setting("show_special", parse_bool, True, BOOLEANS),

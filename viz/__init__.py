@@ -31,6 +31,7 @@ from viz.margins import fit_margins
 from viz.pairs import pair_difference_heatmap, pair_heatmaps
 from viz.positional import encoding_norms, positional_curves, positional_matrix, positional_similarity
 from viz.presenter import enlarge
+from viz.sampling import draw_figure, samples_frame
 from viz.style import ATTENTION_COLORSCALE, chart_config, download_name, power_colorscale
 from viz.tables import FigureTable, describe, figure_tables, table_html, tokenization_table
 from viz.tokens import TokenAttention, display_piece, select_tokens
@@ -62,6 +63,7 @@ __all__ = [
     "download_name",
     "decoding_step",
     "decoding_step_figure",
+    "draw_figure",
     "describe",
     "display_piece",
     "encoding_norms",
@@ -91,6 +93,7 @@ __all__ = [
     "word_order_tokens_figure",
     "power_colorscale",
     "probability_change_figure",
+    "samples_frame",
     "select_tokens",
     "source_share_figure",
     "statistic_grid",

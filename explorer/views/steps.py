@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 import streamlit as st
 
 import viz
 from explorer.admission import in_turn
+from explorer.compute import compute_draws, compute_samples
 from explorer.context import PageContext
-from explorer.state import bind, presenting, write_url_after_fragment
+from explorer.explanations import EXPLANATIONS
+from explorer.state import SAMPLE_DRAWS_RANGE, bind, presenting, write_url_after_fragment
 from explorer.widgets import how_to_read, show_figure
 from explorer.wording import pieces_markdown
 from model.heads import layer_label
@@ -90,4 +94,67 @@ def render(ctx: PageContext) -> None:
     )
     with figures:
         show_figure(figure, f"{file_stem}-step{step.step}", handout, explanation)
+        if trace.settings.sampling is not None:
+            sampled_step(ctx, step.step, handout)
     write_url_after_fragment()
+
+
+def sampled_step(ctx: PageContext, step: int, handout: list) -> None:
+    """How this step's token was drawn: the model's candidates before and after the temperature and in the draw."""
+    trace = ctx.trace
+    draws = compute_draws(ctx.trace_key)
+    draw = next((found for found in draws if found.step == step), None)
+    if draw is None:  # a forced start (prefix) is given, not drawn
+        st.caption("This token was given, not drawn.")
+        return
+    kept = f"{draw.kept_count} token{'s' if draw.kept_count != 1 else ''}"
+    st.markdown(
+        f"**Drawn:** {pieces_markdown([trace.target_pieces[step + 1]])}, the model's choice number {draw.rank}, "
+        f"with probability {draw.drawn_prob:.3f} in the draw. Top-k and top-p left {kept} in the draw, "
+        f"{draw.kept_mass:.0%} of the probability after the temperature."
+    )
+    figure = viz.draw_figure(draw, title=f"Step {step + 1}: how the token was drawn")
+    show_figure(figure, f"{ctx.file_stem}-step{step}-draw", handout, EXPLANATIONS["sampled_step"])
+    if not presenting():
+        sample_again_section(ctx)
+
+
+def open_sample(table_key: str, translations: list[str]) -> None:
+    """A row picked in the samples' table: that translation opens in every view, as a typed target would."""
+    rows = st.session_state[table_key].selection.rows
+    if rows:
+        st.session_state.teacher_forcing = True
+        st.session_state.target = translations[rows[0]]
+
+
+def sample_again_section(ctx: PageContext) -> None:
+    """The sentence sampled N times at once: how often each translation came and how likely the model finds it,
+    beside greedy's and the beam's. A row opens its translation in the views."""
+    st.markdown("**Sample again**")
+    bind("sample_draws")
+    count_column, button_column = st.columns([1, 2], vertical_alignment="bottom")
+    draws = count_column.number_input("Draws", *SAMPLE_DRAWS_RANGE, step=1, key="sample_draws")
+    if button_column.button("Sample again", icon=":material/casino:", key="sample_again"):
+        st.session_state.samples_for = (ctx.trace_key, draws)
+    if st.session_state.get("samples_for") != (ctx.trace_key, draws):
+        st.caption(EXPLANATIONS["sample_again"])
+        return
+    table = compute_samples(ctx.trace_key, draws)
+    if table.notice:
+        st.warning(table.notice)
+    frame = viz.samples_frame(table)
+    st.dataframe(
+        frame,
+        hide_index=True,
+        width="stretch",
+        key="samples_table",
+        on_select=partial(open_sample, "samples_table", list(frame["translation"])),
+        selection_mode="single-row",
+        column_config={
+            "translation": st.column_config.TextColumn(width="large"),
+            "found by": st.column_config.TextColumn(width="small"),
+            "times drawn": st.column_config.NumberColumn(width="small"),
+            "log-probability": st.column_config.NumberColumn(format="%.2f", width="small"),
+        },
+    )
+    st.caption("Pick a row to open that translation in every view (as a typed target).")

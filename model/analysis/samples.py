@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 import torch
 
@@ -39,6 +39,7 @@ class Draw:
     kept_count: int  # tokens left in the draw
     kept_mass: float  # their share of the tempered distribution (what top-k and top-p kept of it)
     drawn_prob: float  # the drawn token's probability in the draw
+    candidate_pieces: list[str] = field(default_factory=list)  # the candidates as pieces (explain_sampled_trace)
 
 
 def explain_draw(log_probs: torch.Tensor, sampling: Sampling, token: int, step: int = 0) -> Draw:
@@ -78,10 +79,11 @@ def explain_sampled_trace(translator: Translator, trace: Trace) -> list[Draw]:
     probs, _ = translator.run(distributions)
     steps = range(len(trace.target_ids) - 1 - len(trace.settings.prefix_ids))
     offset = len(trace.settings.prefix_ids)  # a forced start is given, not drawn
-    return [
+    draws = [
         explain_draw(probs[offset + step].log(), sampling, trace.target_ids[offset + step + 1], offset + step)
         for step in steps
     ]
+    return [replace(draw, candidate_pieces=translator.tokenizer.pieces(draw.candidates, "target")) for draw in draws]
 
 
 @dataclass(frozen=True)
@@ -91,7 +93,7 @@ class Sample:
 
     target_ids: list[int]  # the output, BOS left out, EOS last when the model wrote it
     translation: str
-    count: int  # how often the draws gave it (0 for the greedy and beam translations)
+    count: int  # how often the draws gave it (also for the greedy and beam translations: 0 when never)
     log_prob: float
 
 
@@ -143,7 +145,7 @@ def sample_again(
 
     counts = Counter(drawn)
     samples = sorted((sample(ids, count) for ids, count in counts.items()), key=lambda s: (-s.count, -s.log_prob))
-    return SampleTable(sampling, draws, samples, sample(greedy, 0), sample(beam, 0), notice)
+    return SampleTable(sampling, draws, samples, sample(greedy, counts[greedy]), sample(beam, counts[beam]), notice)
 
 
 @torch.inference_mode()

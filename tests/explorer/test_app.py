@@ -18,6 +18,7 @@ from explorer.wording import ATTRIBUTION_NAMES, card_examples
 from model import load_checkpoint
 from model.analysis.attribution import attribute
 from model.analysis.head_stats import batch_head_statistics, readable_cross_head
+from model.analysis.samples import explain_sampled_trace
 from model.checkpoint import read_card
 from model.decoding import Sampling
 from model.decoding.search import DEFAULT_BEAM_SIZE
@@ -355,6 +356,32 @@ def test_sampling_shows_the_translation_its_seed_draws_and_bad_link_values_fall_
     bad.run()
     assert_ok(bad)
     assert [bad.session_state[key] for key in SAMPLING_SETTINGS] == [1.0, 0, 1.0, 0]
+
+
+def test_a_sampled_step_shows_how_its_token_was_drawn_and_sample_again_lists_the_draws(app, checkpoints):
+    app.radio(key="decoding").set_value("sampling").run()
+    app.slider(key="temperature").set_value(1.5).run()
+    app.segmented_control(key="view").set_value("steps").run()
+    app.button(key="step_next").click().run()
+    assert_ok(app)
+    translator = load_checkpoint(checkpoints / "tiny-en-de", device="cpu")
+    trace = translator.trace(app.text_input(key="sentence").value, sampling=Sampling(temperature=1.5))
+    draw = explain_sampled_trace(translator, trace)[1]
+    bars = chart_titled(app, "Step 2: how the token was drawn")
+    for series, expected in zip(bars["data"], (draw.model_probs, draw.tempered_probs, draw.drawn_probs), strict=True):
+        np.testing.assert_allclose(plotly_array(series["x"]), expected, atol=1e-6)
+    assert any(
+        markdown.value.startswith("**Drawn:**") and f"number {draw.rank}," in markdown.value
+        for markdown in app.markdown
+    )
+    assert not app.dataframe  # the draws only once asked for
+    app.number_input(key="sample_draws").set_value(6).run()
+    app.button(key="sample_again").click().run()
+    assert_ok(app)
+    table = app.dataframe[0].value
+    assert list(table["found by"][:2]) == ["greedy search", "beam search"]
+    assert table["times drawn"][2:].sum() == 6  # the sampled rows; greedy's and the beam's count their draws too
+    assert app.query_params["sample_draws"] == "6"
 
 
 def test_teacher_forcing_shows_the_typed_target(app):

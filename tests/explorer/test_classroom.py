@@ -186,7 +186,16 @@ def shared_links(classroom_checkpoints: Path) -> list[dict[str, str]]:
             "annotate": "true",
         },
         {"view": "encoder_self", "display": "grid", "grid_layers": "1"},  # the all-heads grid of one layer
-        {"sentence": SENTENCE, "decoding": "sampling", "temperature": "0.7", "top_k": "5", "top_p": "0.9", "seed": "3"},
+        {
+            "sentence": SENTENCE,
+            "view": "steps",
+            "decoding": "sampling",
+            "temperature": "0.7",
+            "top_k": "5",
+            "top_p": "0.9",
+            "seed": "3",
+            "sample_draws": "4",
+        },
         {"view": "positional", "positional_stack": "decoder", "positional_dimensions": "3,1", "presenter": "true"},
         {
             "sentence": SENTENCE,

@@ -56,7 +56,10 @@ def test_sample_again_counts_the_draws_and_scores_each_translation_as_the_model_
     counts = [sample.count for sample in table.samples]
     assert counts == sorted(counts, reverse=True)
     greedy = translator.trace(text, beam_size=1)
-    assert table.greedy.target_ids == greedy.target_ids[1:] and table.greedy.count == 0
+    assert table.greedy.target_ids == greedy.target_ids[1:]
+    drawn = {tuple(sample.target_ids): sample.count for sample in table.samples}
+    assert table.greedy.count == drawn.get(tuple(table.greedy.target_ids), 0)
+    assert table.beam.count == drawn.get(tuple(table.beam.target_ids), 0)
     assert table.greedy.log_prob == pytest.approx(float(np.log(greedy.step_probs).sum()), abs=1e-4)
     assert table.beam.translation == translator.translate(text, beam_size=5)
     for sample in table.samples:

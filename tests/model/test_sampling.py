@@ -137,13 +137,13 @@ def test_a_seed_repeats_its_trace_and_other_seeds_find_other_translations(transl
 def test_thirty_threads_sampling_with_their_own_seeds_each_get_what_they_get_alone(translator):
     text = SENTENCES[0]
     samplings = [Sampling(temperature=1.2, top_p=0.95, seed=seed) for seed in range(30)]
-    alone = [translator.translate(text, sampling=sampling) for sampling in samplings]
+    alone = [translator.translate(text, max_new_tokens=6, sampling=sampling) for sampling in samplings]
     together: list[str | None] = [None] * len(samplings)
     start = threading.Barrier(len(samplings))
 
     def run(index: int) -> None:
         start.wait()
-        together[index] = translator.translate(text, sampling=samplings[index])
+        together[index] = translator.translate(text, max_new_tokens=6, sampling=samplings[index])
 
     threads = [threading.Thread(target=run, args=(index,)) for index in range(len(samplings))]
     for thread in threads:

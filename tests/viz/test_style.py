@@ -5,11 +5,15 @@ trace fixture (tests/viz/conftest.py)."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import plotly.colors
 import plotly.io
+import torch
 
 import viz
+from model.analysis.samples import explain_draw
+from model.decoding import Sampling
 
 
 def test_power_colorscale_bends_colours_not_values():
@@ -54,6 +58,8 @@ def unvalidated_figures(trace) -> list:
         figures.append(viz.attention_heatmap(axes.stack[1, 2], axes.query_pieces, axes.key_pieces, **options))
     figures.append(viz.decoding_step_figure(step, trace.source_pieces, title="<step>", panel_titles=("a", "b", "c")))
     figures.append(viz.decoding_step_figure(step, trace.source_pieces, annotate=True, attention_first=True))
+    draw = explain_draw(torch.tensor([0.5, 0.3, 0.2]).log(), Sampling(temperature=1.5, top_k=2), token=1)
+    figures.append(viz.draw_figure(replace(draw, candidate_pieces=["▁a", "▁<b>", "</s>"]), title="<draw>"))
     figures.append(many_panels())
     figures.append(viz.attention_grid(axes.stack, axes.query_pieces, axes.key_pieces))  # last: base_layout's
     return figures
@@ -123,5 +129,7 @@ def test_viz_exports_the_new_figure_builders():
         "pair_difference_heatmap",
         "importance_heatmap",
         "word_order_attention_figure",
+        "draw_figure",
+        "samples_frame",
     ):
         assert name in viz.__all__ and callable(getattr(viz, name))
