@@ -31,6 +31,7 @@ from benchmarks import (
     memory,
     model_benchmarks,
     proxy_load,
+    sampling_benchmarks,
     training_benchmarks,
     training_vs_torch,
 )
@@ -78,6 +79,16 @@ BENCHMARKS = (
         ("opus_trace_ms",),
         single(model_benchmarks.opus_trace_ms),
         "Translator.trace at opus-mt-en-de's shape (random weights) vs the shipped model, 30 pieces",
+    ),
+    Benchmark(
+        ("sampled_trace_ms",),
+        single(sampling_benchmarks.sampled_trace_ms),
+        "Translator.trace sampling vs greedy, on the same output",
+    ),
+    Benchmark(
+        ("sample_again_ms",),
+        single(sampling_benchmarks.sample_again_ms),
+        "sample again: 20 draws in one batch, scored, vs 20 sampled traces",
     ),
     Benchmark(("figures_ms",), single(app_benchmarks.figures_ms), "default-view figures built and serialised"),
     Benchmark(
