@@ -452,7 +452,9 @@ return [header.bottom, slide.getBoundingClientRect().top, slide.innerText, box &
 def test_first_screen_at_1280x800_shows_the_translation_and_cross_attention_and_enter_translates(
     browser_ready, tmp_path_factory
 ):
-    """The shipped default checkpoint, as a class first sees it: no scrolling, true labels, Enter."""
+    """The shipped default checkpoint, as a class first sees it: no scrolling, true labels, Enter; presenter mode's
+    keys, also through a sampled translation."""
+    from selenium.webdriver.common.action_chains import ActionChains
     from selenium.webdriver.common.by import By
     from selenium.webdriver.common.keys import Keys
 
@@ -502,3 +504,10 @@ def test_first_screen_at_1280x800_shows_the_translation_and_cross_attention_and_
         assert header_bottom <= slide_top  # nothing of the slide under Streamlit's header
         assert sidebar_sentence and slide_first_line.startswith(f"“{sidebar_sentence}” →")  # the source on the slide
         assert console_errors(driver) == []
+        # a sampled translation steps by the same keys, each step saying how its token was drawn
+        driver.get(f"{url}/?presenter=true&decoding=sampling&temperature=1.5&seed=2")
+        wait_until(driver, lambda d: chart(d, "Step 1: how the token was drawn"), "the first draw was never shown")
+        driver.execute_script("document.activeElement && document.activeElement.blur()")
+        ActionChains(driver).send_keys(Keys.ARROW_RIGHT).perform()  # the Next button's shortcut
+        wait_until(driver, lambda d: chart(d, "Step 2: how the token was drawn"), "the Right key did not step")
+        assert step_text(driver).startswith("Step 2 of") and console_errors(driver) == []
