@@ -104,8 +104,8 @@ def sampled_step(ctx: PageContext, step: int, handout: list) -> None:
     trace = ctx.trace
     draws = compute_draws(ctx.trace_key)
     draw = next((found for found in draws if found.step == step), None)
-    if draw is None:  # a forced start (prefix) is given, not drawn
-        st.caption("This token was given, not drawn.")
+    if draw is None:  # a forced start (what-if), or a </s> forced at the output's limit
+        st.caption("This token was not drawn: it was forced (a what-if's choice, or the end at the output's limit).")
         return
     kept = f"{draw.kept_count} token{'s' if draw.kept_count != 1 else ''}"
     st.markdown(

@@ -67,7 +67,8 @@ def explain_draw(log_probs: torch.Tensor, sampling: Sampling, token: int, step: 
 
 
 def explain_sampled_trace(translator: Translator, trace: Trace) -> list[Draw]:
-    """Every step of a sampled trace explained: the model's distributions re-read in one teacher-forced pass."""
+    """Every drawn step of a sampled trace explained (not a forced start, nor a </s> forced at the output's limit):
+    the model's distributions re-read in one teacher-forced pass."""
     sampling = trace.settings.sampling
     if sampling is None:
         raise ValueError(f"the trace was not sampled (its mode is {trace.settings.mode!r})")
@@ -77,12 +78,11 @@ def explain_sampled_trace(translator: Translator, trace: Trace) -> list[Draw]:
         return forced_pass(model, encode_captured(model, trace.source_ids), trace.target_ids, banned).probs
 
     probs, _ = translator.run(distributions)
-    steps = range(len(trace.target_ids) - 1 - len(trace.settings.prefix_ids))
-    offset = len(trace.settings.prefix_ids)  # a forced start is given, not drawn
-    draws = [
-        explain_draw(probs[offset + step].log(), sampling, trace.target_ids[offset + step + 1], offset + step)
-        for step in steps
-    ]
+    first = len(trace.settings.prefix_ids)  # a forced start is given, not drawn
+    # an output cut off at its limit with </s> last: the scoring forced that </s> (as generate's forced_eos_token_id)
+    forced_end = trace.outcome.cut_off and trace.target_ids[-1] == translator.config.eos_id
+    end = trace.n_steps - (1 if forced_end else 0)
+    draws = [explain_draw(probs[step].log(), sampling, trace.target_ids[step + 1], step) for step in range(first, end)]
     return [replace(draw, candidate_pieces=translator.tokenizer.pieces(draw.candidates, "target")) for draw in draws]
 
 

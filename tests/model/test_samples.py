@@ -10,6 +10,7 @@ import torch
 from model import load_checkpoint
 from model.analysis.samples import MAX_SAMPLES, explain_draw, explain_sampled_trace, sample_again
 from model.decoding import Sampling
+from model.decoding.scoring import Scoring
 from tests.helpers import DEFAULT_CHECKPOINT
 
 SENTENCES = [
@@ -45,6 +46,13 @@ def test_every_step_of_a_sampled_trace_is_explained_with_the_traces_own_probabil
         assert draw.token == token and draw.drawn_prob > 0  # every drawn token was left in the draw
         np.testing.assert_allclose(draw.model_probs[: len(top)], top, atol=1e-5)
         assert 0.9 - 1e-6 <= draw.kept_mass <= 1 + 1e-9
+    # an output cut off at its limit with </s> forced there: the forced </s> was not drawn
+    cut = translator.trace(SENTENCES[2], max_new_tokens=3, scoring=Scoring(force_eos=True), sampling=sampling)
+    assert cut.outcome.cut_off and cut.target_ids[-1] == translator.config.eos_id
+    assert [draw.step for draw in explain_sampled_trace(translator, cut)] == [0, 1]
+    # a what-if fork's forced start was given, not drawn
+    forked = translator.fork(trace, 2, int(trace.topk_ids[2][1]))
+    assert [draw.step for draw in explain_sampled_trace(translator, forked)][0] == 3
     with pytest.raises(ValueError, match="not sampled"):
         explain_sampled_trace(translator, translator.trace(SENTENCES[2], beam_size=1))
 
