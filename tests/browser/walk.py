@@ -450,8 +450,11 @@ def open_view(walk: Walk, label: str) -> None:
     walk.settle(f"view {label!r}", expect_run=True)
 
 
-def walk_page(driver, downloads: Path, log: Callable[[str], None] | None = None) -> Walk:
-    """Every view and every control of the page once, then presenter mode with the steps' keys."""
+def walk_page(
+    driver, downloads: Path, log: Callable[[str], None] | None = None, opened_only: frozenset[str] = frozenset()
+) -> Walk:
+    """Every view and every control of the page once, then presenter mode with the steps' keys. The views labelled
+    in ``opened_only`` are opened and checked but their controls not pressed (another walk presses them)."""
     walk = Walk(driver, downloads, log)
     walk.check("the page's first run")
     labels = view_labels(driver)
@@ -461,6 +464,8 @@ def walk_page(driver, downloads: Path, log: Callable[[str], None] | None = None)
     walk_controls(walk, "around the view", "around")
     for label in labels:
         open_view(walk, label)
+        if label in opened_only:
+            continue
         walk_controls(walk, f"view {label!r}", "view")
         if label == "Decoding steps":
             walk.keys(f"view {label!r}", RIGHT, RIGHT, LEFT)
