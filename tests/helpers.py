@@ -76,6 +76,13 @@ MAN_BITES_DOG = [f"{_W}the", f"{_W}man", f"{_W}bit", "es", f"{_W}the", f"{_W}dog
 # three sentences of toy words: the head statistics of one trace, and pooled over several
 STATISTICS_SENTENCES = ["a man rides a blue bike.", "two dogs play in the snow.", "the girl sits."]
 INTERNALS_SENTENCE = "two young girls play with a ball in the park."  # long enough for keys after a mid step
+# The decoding lesson's sentences (docs/decoding.md): two image captions like the training data, and a teacher's
+# sentence unlike them, on which the shipped model is unsure
+DECODING_LESSON_SENTENCES = (
+    "A man in a blue shirt is riding a bike.",
+    "Two dogs play in the snow.",
+    "The teacher explains the lesson to the class.",
+)
 HELD_OUT_SEED = 20240  # a toy-task seed no training used (the shipped toy draws use seed 1)
 UNLIKE_CAPTIONS = "The stock market crashed yesterday."  # unlike any image caption: its words split into many pieces
 CAT = "The cat sat on the mat."  # caption-like enough that no signal fires, with a word ("sat") training barely saw

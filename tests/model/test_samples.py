@@ -7,22 +7,17 @@ import numpy as np
 import pytest
 import torch
 
-from model import load_checkpoint
 from model.analysis.samples import MAX_SAMPLES, explain_draw, explain_sampled_trace, sample_again
 from model.decoding import Sampling
 from model.decoding.scoring import Scoring
-from tests.helpers import DEFAULT_CHECKPOINT
+from tests.helpers import DECODING_LESSON_SENTENCES
 
-SENTENCES = [
-    "A man in a blue shirt is riding a bike.",
-    "Two dogs play in the snow.",
-    "The teacher explains the lesson to the class.",
-]
+SENTENCES = DECODING_LESSON_SENTENCES
 
 
 @pytest.fixture(scope="module")
-def translator():
-    return load_checkpoint(DEFAULT_CHECKPOINT, device="cpu")
+def translator(shipped_en_de):
+    return shipped_en_de
 
 
 def test_a_draw_is_explained_by_what_each_setting_kept():

@@ -9,22 +9,17 @@ import threading
 import pytest
 import torch
 
-from model import load_checkpoint
 from model.decoding import Sampling
 from model.decoding.sampling import draw, keep_top_k, keep_top_p, sampling_scores, with_temperature
 from model.trace import Trace
-from tests.helpers import DEFAULT_CHECKPOINT
+from tests.helpers import DECODING_LESSON_SENTENCES
 
-SENTENCES = [
-    "A man in a blue shirt is riding a bike.",
-    "Two dogs play in the snow.",
-    "The teacher explains the lesson to the class.",
-]
+SENTENCES = DECODING_LESSON_SENTENCES
 
 
 @pytest.fixture(scope="module")
-def translator():
-    return load_checkpoint(DEFAULT_CHECKPOINT, device="cpu")
+def translator(shipped_en_de):
+    return shipped_en_de
 
 
 def kept(scores: torch.Tensor) -> list[int]:
