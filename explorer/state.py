@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 import streamlit as st
@@ -41,7 +41,7 @@ TEMPERATURE_RANGE = (0.05, 2.0, 0.05)
 TOP_P_RANGE = (0.05, 1.0, 0.05)
 TOP_K_RANGE = (0, 100)  # 0: every token
 SEED_RANGE = (0, 999_999)
-SAMPLING_SETTINGS = ("temperature", "top_k", "top_p", "seed")  # model.decoding.Sampling's fields, as URL keys
+SAMPLING_SETTINGS = tuple(setting.name for setting in fields(Sampling))  # its fields are the URL keys
 SAMPLE_DRAWS_RANGE = (1, MAX_SAMPLES)  # "sample again": draws at once
 DISPLAYS = ("single", "grid", "heads", "aggregates")
 TOKEN_STYLE_TOGGLES = ("merge_words", "show_special", "annotate")

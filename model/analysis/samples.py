@@ -4,16 +4,21 @@ its distinct translations counted and scored by the model beside the greedy and 
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 from dataclasses import dataclass, field, replace
 
 import torch
 
-from model.decoding.passes import encode_captured, forced_pass
 from model.decoding.sampling import Sampling, keep_top_k, keep_top_p, with_temperature
 from model.decoding.scoring import GNMT_SCORING, Scoring
-from model.decoding.search import DEFAULT_BEAM_SIZE, beam_search, greedy_decode, next_token_log_probs, sample_decode
+from model.decoding.search import (
+    DEFAULT_BEAM_SIZE,
+    Encoded,
+    beam_search,
+    greedy_decode,
+    next_token_log_probs,
+    sample_decode,
+)
 from model.trace import Trace
 from model.transformer import Transformer
 from model.translator import Translator
@@ -72,17 +77,18 @@ def explain_sampled_trace(translator: Translator, trace: Trace) -> list[Draw]:
     sampling = trace.settings.sampling
     if sampling is None:
         raise ValueError(f"the trace was not sampled (its mode is {trace.settings.mode!r})")
-    banned = trace.settings.scoring.banned if trace.settings.scoring else ()
+    scoring = trace.settings.scoring or GNMT_SCORING
 
     def distributions(model: Transformer, device: torch.device) -> torch.Tensor:
-        return forced_pass(model, encode_captured(model, trace.source_ids), trace.target_ids, banned).probs
+        src = torch.tensor([trace.source_ids], device=device)
+        return forced_log_probs(model, model.encode(src), trace.target_ids[1:], scoring).cpu()
 
-    probs, _ = translator.run(distributions)
+    log_probs, _ = translator.run(distributions)
     first = len(trace.settings.prefix_ids)  # a forced start is given, not drawn
     # an output cut off at its limit with </s> last: the scoring forced that </s> (as generate's forced_eos_token_id)
     forced_end = trace.outcome.cut_off and trace.target_ids[-1] == translator.config.eos_id
     end = trace.n_steps - (1 if forced_end else 0)
-    draws = [explain_draw(probs[step].log(), sampling, trace.target_ids[step + 1], step) for step in range(first, end)]
+    draws = [explain_draw(log_probs[step], sampling, trace.target_ids[step + 1], step) for step in range(first, end)]
     return [replace(draw, candidate_pieces=translator.tokenizer.pieces(draw.candidates, "target")) for draw in draws]
 
 
@@ -129,12 +135,13 @@ def sample_again(
 
     def work(model: Transformer, device: torch.device) -> tuple[list[tuple[int, ...]], dict[tuple[int, ...], float]]:
         one = torch.tensor([source], device=device)
+        encoded = model.encode(one)  # the sentence's one encoder pass, for greedy, beam and the scores
         outputs = sample_decode(model, one.expand(draws, -1), sampling, max_new_tokens=limit, scoring=scoring)
-        greedy = greedy_decode(model, one, limit, scoring=scoring)[0]
-        beam = beam_search(model, one, DEFAULT_BEAM_SIZE, limit, scoring=scoring)[0][0].tokens
+        greedy = greedy_decode(model, one, limit, encoded=encoded, scoring=scoring)[0]
+        beam = beam_search(model, one, DEFAULT_BEAM_SIZE, limit, encoded=encoded, scoring=scoring)[0][0].tokens
         found = [tuple(ids) for ids in [*outputs, greedy, beam]]  # the draws, then greedy, then beam
         distinct = list(dict.fromkeys(found))
-        log_probs = sequence_log_probs(model, one, [list(ids) for ids in distinct], scoring)
+        log_probs = [log_prob(model, encoded, list(ids), scoring) for ids in distinct]
         return found, dict(zip(distinct, log_probs, strict=True))
 
     (found, scores), notice = translator.run(work)
@@ -149,16 +156,16 @@ def sample_again(
 
 
 @torch.inference_mode()
-def sequence_log_probs(
-    model: Transformer, src: torch.Tensor, outputs: list[list[int]], scoring: Scoring = GNMT_SCORING
-) -> list[float]:
-    """Each output's log-probability under the model for the one sentence ``src`` (1, S): its tokens' next-token
-    log-probabilities summed (the tokens it can never write, and ``scoring.banned``, at probability 0)."""
-    memory, allowed = model.encode(src)
-    found = []
-    for output in outputs:
-        decoder_input = torch.tensor([[model.config.start_id, *output[:-1]]], device=src.device)
-        log_probs = next_token_log_probs(model, model.decode(decoder_input, memory, allowed)[0], scoring)
-        chosen = log_probs.gather(1, torch.tensor(output, device=src.device)[:, None])
-        found.append(float(chosen.sum()) if output else 0.0)
-    return [value if math.isfinite(value) else -math.inf for value in found]
+def forced_log_probs(model: Transformer, encoded: Encoded, output: list[int], scoring: Scoring) -> torch.Tensor:
+    """The model's next-token log-probabilities (len(output), V) at each step of ``output`` (BOS left out) fed to
+    the decoder after one encoded sentence, nothing captured: the tokens it can never write, and ``scoring.banned``,
+    at probability 0, as decoding reads them."""
+    memory, allowed = encoded
+    decoder_input = torch.tensor([[model.config.start_id, *output[:-1]]], device=memory.device)
+    return next_token_log_probs(model, model.decode(decoder_input, memory, allowed)[0], scoring)
+
+
+def log_prob(model: Transformer, encoded: Encoded, output: list[int], scoring: Scoring) -> float:
+    """An output's log-probability under the model: its tokens' next-token log-probabilities summed."""
+    tokens = torch.tensor(output, device=encoded[0].device)[:, None]
+    return float(forced_log_probs(model, encoded, output, scoring).gather(1, tokens).sum())
