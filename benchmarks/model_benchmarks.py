@@ -149,6 +149,39 @@ def capture_overhead(ctx: Context) -> list[Record]:
     ]
 
 
+def activation_capture_overhead(ctx: Context) -> list[Record]:
+    """A forward pass with every hook point of Figure 1 captured (activations=True, attention too) vs without."""
+    model = ctx.subject.model
+    device = ctx.subject.device
+    src = random_ids(model, 1, SOURCE_TOKENS, seed=3).to(device)
+    tgt = random_ids(model, 1, SOURCE_TOKENS, seed=4).to(device)
+
+    def captured():
+        with capture_attention(model, activations=True) as capture:
+            model(src, tgt)
+        return capture
+
+    with torch.inference_mode():
+        points = len(captured().activations)
+        paired = alternate(captured, lambda: model(src, tgt), ctx.reps(15, 61), ctx.reps(2, 5), device)
+    return [
+        Record(
+            "activation_capture_overhead",
+            paired.candidate_median * 1000,
+            "ms",
+            paired.baseline_median * 1000,
+            (Check("ratio", "<=", 1.3),),
+            {
+                "case": f"batch 1 x {SOURCE_TOKENS}",
+                "baseline_is": "the same forward with nothing captured (fused attention kernel)",
+                "captured_hook_points": points,
+                "captured_to": "CPU tensors (Capture.record copies), the attention and positional encodings too",
+                **timing_params(paired),
+            },
+        )
+    ]
+
+
 class NeverEnds:
     """The model as greedy_decode sees it, with an EOS id no token can equal: decoding runs to max_new_tokens."""
 

@@ -69,6 +69,11 @@ BENCHMARKS = (
         "forward with every attention captured vs without",
     ),
     Benchmark(
+        ("activation_capture_overhead",),
+        single(model_benchmarks.activation_capture_overhead),
+        "forward with every hook point of Figure 1 captured vs without",
+    ),
+    Benchmark(
         ("kv_cache_speedup",),
         single(model_benchmarks.kv_cache_speedup),
         "greedy 60 tokens with the KV cache vs recomputing the prefix",

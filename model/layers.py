@@ -20,7 +20,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from model.capture import Probe, is_observed, observes_internals
+from model.capture import ACTIVATION, Probe, is_observed, observes_activations, observes_internals
 
 # Per-layer incremental-decoding cache: {"k": (B, H, T, dk), "v": (B, H, T, dk)}.
 KVCache = dict[str, torch.Tensor]
@@ -143,6 +143,7 @@ class MultiHeadAttention(nn.Module):
         self.key_probe = Probe("key")
         self.value_probe = Probe("value")
         self.head_probe = Probe("head_output")
+        self.hook_out = Probe(ACTIVATION)
 
     def split_heads(self, x: torch.Tensor) -> torch.Tensor:
         batch, length, _ = x.shape
@@ -198,7 +199,8 @@ class MultiHeadAttention(nn.Module):
                     query, key, value, attn_mask=allowed, dropout_p=self.dropout.p if self.training else 0.0
                 )
         batch, _, length, _ = context.shape
-        return self.out_proj(context.transpose(1, 2).reshape(batch, length, -1))  # (B, Tq, d)
+        output = self.out_proj(context.transpose(1, 2).reshape(batch, length, -1))  # (B, Tq, d)
+        return self.hook_out(output) if observes_activations() else output
 
 
 def causal_mask(n_queries: int, n_keys: int, device: torch.device) -> torch.Tensor:
@@ -216,6 +218,23 @@ class FeedForward(nn.Module):
         self.linear2 = nn.Linear(d_ff, d_model)
         self.activation = {"relu": nn.ReLU, "gelu": nn.GELU, "swish": nn.SiLU}[activation]()
         self.dropout = Dropout(dropout)
+        self.hook_hidden = Probe(ACTIVATION)  # (B, T, d_ff) after the activation function
+        self.hook_out = Probe(ACTIVATION)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.linear2(self.dropout(self.activation(self.linear1(x))))
+        if not observes_activations():
+            return self.linear2(self.dropout(self.activation(self.linear1(x))))
+        hidden = self.hook_hidden(self.activation(self.linear1(x)))
+        return self.hook_out(self.linear2(self.dropout(hidden)))
+
+
+class LayerNorm(nn.LayerNorm):
+    """nn.LayerNorm whose output is a hook point (``hook_out``): the Norm of each Add & Norm box."""
+
+    def __init__(self, d_model: int, eps: float) -> None:
+        super().__init__(d_model, eps=eps)
+        self.hook_out = Probe(ACTIVATION)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        output = super().forward(x)
+        return self.hook_out(output) if observes_activations() else output

@@ -18,12 +18,13 @@ from typing import NamedTuple
 import torch
 from torch import nn
 
-from model.capture import attach_probes
+from model.capture import ACTIVATION, Probe, attach_probes, observes_activations
 from model.config import TransformerConfig
 from model.layers import (
     Dropout,
     FeedForward,
     KVCache,
+    LayerNorm,
     MultiHeadAttention,
     PositionalEncoding,
     TokenEmbedding,
@@ -56,7 +57,7 @@ def target_padding(ids: torch.Tensor, config: TransformerConfig, start: int = 0)
 def sublayer(
     x: torch.Tensor,
     block: Callable[[torch.Tensor], torch.Tensor],
-    norm: nn.LayerNorm,
+    norm: LayerNorm,
     dropout: Dropout,
     norm_first: bool,
 ) -> torch.Tensor:
@@ -75,14 +76,21 @@ class EncoderLayer(nn.Module):
         self.norm_first = config.norm_first
         self.self_attn = MultiHeadAttention(config.d_model, config.n_heads, config.attention_dropout_p)
         self.feed_forward = FeedForward(config.d_model, config.d_ff, config.activation_dropout_p, config.activation)
-        self.norm1 = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
-        self.norm2 = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
+        self.norm1 = LayerNorm(config.d_model, config.layer_norm_eps)
+        self.norm2 = LayerNorm(config.d_model, config.layer_norm_eps)
         self.dropout1 = Dropout(config.dropout)
         self.dropout2 = Dropout(config.dropout)
+        self.hook_resid_pre = Probe(ACTIVATION)
+        self.hook_resid_mid = Probe(ACTIVATION)
+        self.hook_resid_post = Probe(ACTIVATION)
 
     def forward(self, x: torch.Tensor, allowed: torch.Tensor | None) -> torch.Tensor:
+        watched = observes_activations()
+        x = self.hook_resid_pre(x) if watched else x
         x = sublayer(x, lambda h: self.self_attn(h, h, allowed), self.norm1, self.dropout1, self.norm_first)
-        return sublayer(x, self.feed_forward, self.norm2, self.dropout2, self.norm_first)
+        x = self.hook_resid_mid(x) if watched else x
+        x = sublayer(x, self.feed_forward, self.norm2, self.dropout2, self.norm_first)
+        return self.hook_resid_post(x) if watched else x
 
 
 class DecoderLayer(nn.Module):
@@ -94,12 +102,16 @@ class DecoderLayer(nn.Module):
         self.self_attn = MultiHeadAttention(config.d_model, config.n_heads, config.attention_dropout_p)
         self.cross_attn = MultiHeadAttention(config.d_model, config.n_heads, config.attention_dropout_p)
         self.feed_forward = FeedForward(config.d_model, config.d_ff, config.activation_dropout_p, config.activation)
-        self.norm1 = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
-        self.norm2 = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
-        self.norm3 = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
+        self.norm1 = LayerNorm(config.d_model, config.layer_norm_eps)
+        self.norm2 = LayerNorm(config.d_model, config.layer_norm_eps)
+        self.norm3 = LayerNorm(config.d_model, config.layer_norm_eps)
         self.dropout1 = Dropout(config.dropout)
         self.dropout2 = Dropout(config.dropout)
         self.dropout3 = Dropout(config.dropout)
+        self.hook_resid_pre = Probe(ACTIVATION)
+        self.hook_resid_mid = Probe(ACTIVATION)
+        self.hook_resid_mid_cross = Probe(ACTIVATION)
+        self.hook_resid_post = Probe(ACTIVATION)
 
     def forward(
         self,
@@ -119,9 +131,14 @@ class DecoderLayer(nn.Module):
         def cross_block(h: torch.Tensor) -> torch.Tensor:
             return self.cross_attn(h, memory, memory_allowed, cache=cross_cache, static_kv=True)
 
+        watched = observes_activations()
+        x = self.hook_resid_pre(x) if watched else x
         x = sublayer(x, self_block, self.norm1, self.dropout1, self.norm_first)
+        x = self.hook_resid_mid(x) if watched else x
         x = sublayer(x, cross_block, self.norm2, self.dropout2, self.norm_first)
-        return sublayer(x, self.feed_forward, self.norm3, self.dropout3, self.norm_first)
+        x = self.hook_resid_mid_cross(x) if watched else x
+        x = sublayer(x, self.feed_forward, self.norm3, self.dropout3, self.norm_first)
+        return self.hook_resid_post(x) if watched else x
 
 
 class Stack(nn.Module):
@@ -134,7 +151,15 @@ class Stack(nn.Module):
             config.d_model, config.max_len, config.dropout, config.positional_layout, config.positional_encoding
         )
         self.layers = nn.ModuleList(layers)
-        self.norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps) if config.final_norm else None
+        self.norm = LayerNorm(config.d_model, config.layer_norm_eps) if config.final_norm else None
+        self.hook_embed = Probe(ACTIVATION)
+        self.hook_embed_pos = Probe(ACTIVATION)
+
+    def embed_positions(self, ids: torch.Tensor, start: int = 0) -> torch.Tensor:
+        """ids (B, T) at positions start.. -> the first layer's input (B, T, d): scaled embeddings plus positions."""
+        if not observes_activations():
+            return self.positional(self.embed(ids), start=start)
+        return self.hook_embed_pos(self.positional(self.hook_embed(self.embed(ids)), start=start))
 
 
 class Encoder(Stack):
@@ -144,7 +169,7 @@ class Encoder(Stack):
         super().__init__(config, embed, [EncoderLayer(config) for _ in range(config.n_encoder_layers)])
 
     def forward(self, src_ids: torch.Tensor, allowed: torch.Tensor | None) -> torch.Tensor:
-        x = self.positional(self.embed(src_ids))  # (B, S, d)
+        x = self.embed_positions(src_ids)  # (B, S, d)
         for layer in self.layers:
             x = layer(x, allowed)
         return self.norm(x) if self.norm is not None else x
@@ -165,7 +190,7 @@ class Decoder(Stack):
         cache: DecoderCache | None = None,
         start: int = 0,
     ) -> torch.Tensor:
-        x = self.positional(self.embed(tgt_ids), start=start)  # (B, T, d)
+        x = self.embed_positions(tgt_ids, start)  # (B, T, d)
         for index, layer in enumerate(self.layers):
             x = layer(x, memory, self_allowed, memory_allowed, cache[index] if cache is not None else None)
         return self.norm(x) if self.norm is not None else x
@@ -194,6 +219,7 @@ class Transformer(nn.Module):
         # MarianMT's final_logits_bias: a stored constant (1, V), not a trained parameter; None leaves it out.
         bias = torch.zeros(1, config.tgt_vocab_size) if config.final_logits_bias else None
         self.register_buffer("final_logits_bias", bias)
+        self.hook_logits = Probe(ACTIVATION)
         attach_probes(self)
 
     def reset_parameters(self) -> None:
@@ -283,7 +309,7 @@ class Transformer(nn.Module):
         logits = self.generator(hidden)
         if self.final_logits_bias is not None:
             logits = logits + self.final_logits_bias.to(logits.dtype)
-        return logits
+        return self.hook_logits(logits) if observes_activations() else logits
 
     def new_cache(self) -> DecoderCache:
         return [{"self": {}, "cross": {}} for _ in range(self.config.n_decoder_layers)]

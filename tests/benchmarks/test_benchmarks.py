@@ -41,6 +41,7 @@ from tests.helpers import CHECKPOINTS_ENV
 EXPECTED = {
     "forward_vs_torch",
     "capture_overhead",
+    "activation_capture_overhead",
     "kv_cache_speedup",
     "step_ms",
     "trace_ms",

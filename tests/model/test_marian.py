@@ -27,6 +27,7 @@ from model.interop.marian import import_marian
 from model.tokenizer import Tokenizer
 from tests.helpers import REPO
 from tests.marian_helpers import assert_attention_equal, german, logits_of_both, run_importer, write_tokenizer_files
+from tests.reference_forward import reference_points
 
 SENTENCES = ["a man rides a blue bike.", "two young dogs play in the snow.", ">>de<< the cat sits.", "Zürich ✓ park"]
 
@@ -63,6 +64,35 @@ def test_logits_and_every_heads_attention_equal_hugging_faces(either_marian):
     with torch.inference_mode():  # the fused path (nothing captured) agrees too
         torch.testing.assert_close(model(src, tgt), expected.logits, atol=1e-4, rtol=0)
     assert_attention_equal(capture, expected)  # 2 encoder and 3 decoder layers
+
+
+def test_every_hook_point_equals_hugging_faces_hidden_states_and_the_reference(either_marian):
+    """The imported model's activation points: each layer's output and the first layer's input equal Hugging Face's
+    hidden states, and every point equals the independent forward pass (tests/reference_forward.py)."""
+    hf_model, hf_tokenizer, _, out = either_marian
+    model = load_checkpoint(out, device="cpu").model
+    src = torch.tensor([hf_tokenizer(SENTENCES[0]).input_ids])
+    target = hf_tokenizer(text_target=german(SENTENCES[0])).input_ids
+    tgt = torch.tensor([[hf_model.config.decoder_start_token_id, *target[:-1]]])
+    with torch.no_grad():
+        expected = hf_model(input_ids=src, decoder_input_ids=tgt, output_hidden_states=True)
+        reference = reference_points(model, src, tgt)
+    with torch.inference_mode(), capture_attention(model, activations=True) as capture:
+        model(src, tgt)
+    points = capture.activations
+    for stack, hidden_states in (
+        ("encoder", expected.encoder_hidden_states),
+        ("decoder", expected.decoder_hidden_states),
+    ):
+        names = [f"{stack}.hook_embed_pos"] + [
+            f"{stack}.layers.{i}.hook_resid_post" for i in range(len(hidden_states) - 1)
+        ]
+        for name, hidden in zip(names, hidden_states, strict=True):
+            torch.testing.assert_close(points[name], hidden, atol=1e-4, rtol=0, msg=name)
+    torch.testing.assert_close(points["hook_logits"], expected.logits, atol=1e-4, rtol=0)
+    assert sorted(points) == sorted(reference)
+    for name, value in points.items():
+        torch.testing.assert_close(value, reference[name], atol=1e-4, rtol=0, msg=name)
 
 
 def test_greedy_translations_equal_generate(either_marian):
