@@ -20,7 +20,6 @@ from pathlib import Path
 
 import pytest
 import torch
-from safetensors.torch import load_file
 
 from model.analysis.domain import SourceWords
 from model.checkpoint import load_checkpoint, read_card
@@ -33,6 +32,7 @@ pytestmark = pytest.mark.slow
 
 SYMBOLS = "abcdefgh"
 EPOCHS = 24
+RESUMED_EPOCHS = 6  # where the resume test's run ends: far enough for a resumed mistake to show in the losses
 SEED = 1
 MAX_TOKENS = 800
 # One training pair far longer than the rest is sorted into a batch of its own, so under
@@ -129,11 +129,14 @@ def test_the_untrained_snapshot_is_stored_as_the_runs_seed(reference_run):
 
 
 def test_resume_continues_where_the_run_stopped(reference_run, corpus, tmp_path, capsys):
-    """Stop at an epoch boundary, then one step into the next epoch, then finish: same run as the reference.
+    """Stop at an epoch boundary, then one step into the next epoch, then go on to epoch RESUMED_EPOCHS: the same run
+    as the reference's first epochs.
 
-    Dropout is 0 and the data order depends only on seed and epoch, so the resumed run must
-    repeat the reference's arithmetic exactly; metrics and weights are compared with a
-    relative tolerance of 1e-6 (they come out bit-identical on one thread).
+    Dropout is 0, the data order depends only on seed and epoch, and the learning rate on the step alone (no
+    cool-down), so the resumed run must repeat the reference's arithmetic exactly; each epoch's step, training loss
+    and validation loss (pure functions of the weights) are compared with a relative tolerance of 1e-6 (they come
+    out bit-identical on one thread). The run stops well before the reference's last epoch: a weight the resume got
+    wrong changes the validation loss of every epoch after it.
     """
     torch.set_num_threads(1)
     out = tmp_path / "resumed"
@@ -147,29 +150,26 @@ def test_resume_continues_where_the_run_stopped(reference_run, corpus, tmp_path,
 
     # 1e-9 minutes: the clock runs out after the first step of epoch 3, mid-epoch.
     stop_early = ["--max-minutes", "1e-9", "--device", "cpu", "--quiet"]
-    train_module.main(["--out", str(out), "--resume", "--epochs", str(EPOCHS), *stop_early])
+    train_module.main(["--out", str(out), "--resume", "--epochs", str(RESUMED_EPOCHS), *stop_early])
     state = torch.load(out / "state.pt", map_location="cpu", weights_only=True)
     assert (state["epoch"], state["batch_in_epoch"], state["step"]) == (3, 1, 2 * steps_per_epoch + 1)
     assert len(read_metrics(out)) == 2
     assert read_card(out / "final").stopped == "--max-minutes reached in epoch 3"
     capsys.readouterr()
 
-    train_module.main(["--out", str(out), "--resume", "--epochs", str(EPOCHS), "--device", "cpu", "--threads", "1"])
+    resume = ["--out", str(out), "--resume", "--epochs", str(RESUMED_EPOCHS), "--device", "cpu", "--threads", "1"]
+    train_module.main(resume)
     assert f"resuming at epoch 3, batch 1, step {2 * steps_per_epoch + 1}" in capsys.readouterr().err
     # the card says why this session ended, not the last one's --max-minutes
     card = read_card(out / "final")
-    assert card.stopped == card.history[-1].stopped == f"stopped after its {EPOCHS} planned epochs (--epochs {EPOCHS})"
+    planned = f"stopped after its {RESUMED_EPOCHS} planned epochs (--epochs {RESUMED_EPOCHS})"
+    assert card.stopped == card.history[-1].stopped == planned
 
-    resumed, reference = read_metrics(out), read_metrics(reference_run)
-    assert [m["epoch"] for m in resumed] == list(range(1, EPOCHS + 1))
+    resumed, reference = read_metrics(out), read_metrics(reference_run)[:RESUMED_EPOCHS]
+    assert [m["epoch"] for m in resumed] == list(range(1, RESUMED_EPOCHS + 1))
     for mine, theirs in zip(resumed, reference, strict=True):
         for key in COMPARED:
             assert mine[key] == pytest.approx(theirs[key], rel=1e-6), (mine["epoch"], key)
-    last = f"epoch_{EPOCHS:03d}.safetensors"
-    weights, expected = load_file(str(out / "epochs" / last)), load_file(str(reference_run / "epochs" / last))
-    assert weights.keys() == expected.keys()
-    for name in expected:
-        torch.testing.assert_close(weights[name], expected[name], rtol=1e-6, atol=1e-7, msg=name)
 
 
 def test_two_process_ddp_matches_one_process(reference_run, corpus, tmp_path):
