@@ -24,8 +24,17 @@ from streamlit import runtime
 from explorer.open_models import OpenModels, memory_budget_bytes, weight_bytes
 from model import load_checkpoint
 from model.analysis.ablation import AblationComparison, compare_ablation
+from model.analysis.activations import (
+    Activations,
+    LogitLens,
+    UnitExamples,
+    logit_lens,
+    trace_activations,
+    unit_examples,
+)
 from model.analysis.attribution import Attribution, attribute
 from model.analysis.domain import SourceWords
+from model.analysis.figure_one import box_numbers
 from model.analysis.head_stats import batch_head_statistics, readable_cross_head, trace_head_statistics
 from model.analysis.importance import HeadImportance, head_importance
 from model.analysis.internals import AttentionStages, attention_stages
@@ -195,6 +204,30 @@ def compute_stages(key: TraceKey, module_name: str, head: int, step: int) -> Att
 @st.cache_data(show_spinner="Attributing…", max_entries=256)
 def compute_attribution(key: TraceKey, method: str) -> Attribution:
     return attribute(load_translator(key.model), compute_trace(key), method)
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def compute_activations(key: TraceKey) -> Activations:
+    """Every box of Figure 1 for the page's trace (model.analysis.activations.trace_activations)."""
+    return trace_activations(load_translator(key.model), compute_trace(key))
+
+
+@st.cache_data(show_spinner=False, max_entries=256)
+def compute_box_numbers(key: TraceKey) -> dict[str, list[float]]:
+    """The map's live number of each box for the page's trace (model.analysis.figure_one.box_numbers)."""
+    config = load_translator(key.model).model.config
+    return box_numbers(config, compute_trace(key), compute_activations(key))
+
+
+@st.cache_data(show_spinner="Reading each layer…", max_entries=64)
+def compute_lens(key: TraceKey) -> LogitLens:
+    return logit_lens(load_translator(key.model), compute_trace(key))
+
+
+@st.cache_data(show_spinner="Running the examples…", max_entries=32)
+def compute_unit_examples(key: ModelKey, sentences: tuple[str, ...], stack: str, layer: int) -> UnitExamples:
+    """One layer's feed-forward units over the checkpoint's example sentences."""
+    return unit_examples(load_translator(key), sentences, stack, layer)
 
 
 @st.cache_data(max_entries=256)

@@ -53,6 +53,42 @@ EXPLANATIONS: dict[str, str] = {
         "tell near from far. The bar chart compares the size of this signal with the size of the "
         "token embedding it is added to."
     ),
+    "embedding": (
+        "**Embedding + positions.** Each piece becomes a learned vector (its *token embedding*, multiplied by "
+        "√d_model as in section 3.4 of the paper), and the positional encoding of its position is added to it. "
+        "The sum is what the first layer reads. The bars compare the three lengths per piece: where the token's bar "
+        "is much longer, position is a small nudge on top of the word; the line above says how much of the sum is "
+        "position on average. The heatmap shows the chosen vector dimension by dimension."
+    ),
+    "residual": (
+        "**Add & Norm: the residual stream.** Every sublayer (attention, feed forward) *adds* its output to a running "
+        "vector per position, the residual stream, and a layer norm rescales it (after the addition in the paper's "
+        "post-norm layers, before the sublayer in pre-norm ones). The first heatmap is the length of that vector at "
+        "each position after each sublayer; the second is how much each sublayer changed it, the length of what "
+        "it added divided by the length of what it was added to (0.1: a small correction, 1: as large as "
+        "everything before it)."
+    ),
+    "logit_lens": (
+        "**Logit lens.** The decoder's residual after each layer, passed through the final norm (where the model has "
+        "one) and the output layer (Linear + Softmax) as if that layer were the last: what the model would write if "
+        "it stopped there. The top row, after the last layer, is the model's own prediction. Where a column turns "
+        'dark is the layer at which the model "knows" the word it writes.'
+    ),
+    "feed_forward": (
+        "**Feed Forward.** After attention, every position passes through the same two-layer network on its own "
+        "(section 3.3): d_ff hidden *units*, each a weighted sum of the residual followed by the activation function "
+        "(ReLU: negative values become 0). The heatmap shows the most active units at each piece; pick a piece for "
+        "its strongest units, and a unit to see which pieces of the checkpoint's example sentences drive it most."
+    ),
+    "figure_map": (
+        "**The model, as in Figure 1 of the paper.** The encoder is on the left, the decoder on the right, the inputs "
+        "at the bottom and the output's Linear and Softmax on top; the N× boxes repeat in every layer (pick the "
+        "layer above the drawing). Each box opens its view, and the view open now is marked. The number in a box is "
+        "about the sentence on the page: attention, the mean entropy of its heads in bits (low: each head reads few "
+        "tokens); Add & Norm, how much its sublayer changed the residual; Feed Forward, the share of its units that "
+        "are active; the embedding, the share of position in the first layer's input; Softmax, the mean probability "
+        "of the tokens written."
+    ),
     "single": (
         "One head of one layer. Hover over a cell for the exact weight; colours are stretched so that "
         "small weights still show."

@@ -9,11 +9,14 @@ from streamlit.elements.lib.utils import LabelVisibility
 
 from explorer import views
 from explorer.admission import in_turn
+from explorer.components import figure_map
 from explorer.context import PageContext
 from explorer.page import details_section, translation_section
 from explorer.state import bind, presenting, view_settings, write_url_after_fragment
 
 VIEW_KEY = "view_area"  # the chosen view's container: its class st-key-view_area tells the view from its surroundings
+MAP_KEY = "figure_map"  # the map's container (class st-key-figure_map)
+MAP_AND_VIEW = (1, 3.4)  # the widths of the map's column and the view's
 
 
 def surroundings(view: str) -> tuple[bool, bool]:
@@ -39,8 +42,7 @@ def draw(ctx: PageContext) -> None:
         # in presenter mode the picker is in the sidebar under the sentence (ctx.controls), where a fragment cannot
         # draw: the main area is the slide
         view = view_picker(ctx.controls, choices, "visible")
-        with st.container(key=VIEW_KEY):
-            views.render(view, ctx)
+        map_and_view(ctx, view)
     if not presenting() and about_the_sentence:
         details_section(ctx, hide_output=quiz)
 
@@ -62,6 +64,20 @@ def view_area(ctx: PageContext, choices: list[str], around: tuple[bool, bool]) -
     if surroundings(view) != around:
         st.rerun()
     ctx.handout.view, ctx.handout.steps = [], []  # the view drawn now replaces the last one's charts in the handout
-    with view_settings(), st.container(key=VIEW_KEY):
-        views.render(view, ctx)
+    with view_settings():
+        map_and_view(ctx, view)
     write_url_after_fragment()
+
+
+def map_and_view(ctx: PageContext, view: str) -> None:
+    """The view, with the map of the model (Figure 1) beside it when the view is one of its boxes: the quiz, the
+    experiments, the word sources and the Train view take the whole width."""
+    if not views.VIEWS[view].on_the_map:
+        with st.container(key=VIEW_KEY):
+            views.render(view, ctx)
+        return
+    map_column, view_column = st.columns(MAP_AND_VIEW, gap="small")
+    with view_column, st.container(key=VIEW_KEY):
+        views.render(view, ctx)
+    with map_column, st.container(key=MAP_KEY):  # after the view, which binds the layer and stack it marks
+        figure_map.draw(ctx, view)

@@ -43,6 +43,7 @@ TOP_K_RANGE = (0, 100)  # 0: every token
 SEED_RANGE = (0, 999_999)
 SAMPLING_SETTINGS = tuple(setting.name for setting in fields(Sampling))  # its fields are the URL keys
 SAMPLE_DRAWS_RANGE = (1, MAX_SAMPLES)  # "sample again": draws at once
+EMBEDDING_PARTS = ("token", "position", "sum")  # the embedding view's heatmap: which vector, over its dimensions
 DISPLAYS = ("single", "grid", "heads", "aggregates")
 TOKEN_STYLE_TOGGLES = ("merge_words", "show_special", "annotate")
 STATS_SOURCES = ("sentence", "file")
@@ -146,6 +147,11 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("positional_stack", parse_text, "encoder", STACKS, former_keys=("positional_side",)),
     Setting("positional_dimensions", int, multi=True),
     Setting("step", int, 0),
+    # the boxes of Figure 1 that are not attention (embedding, Add & Norm, Feed Forward): their stack, and their parts
+    Setting("stack", parse_text, "encoder", STACKS),
+    Setting("embedding_part", parse_text, "sum", EMBEDDING_PARTS),
+    Setting("ff_piece", int, 0),
+    Setting("ff_unit", int),
     Setting("step_layer", int),
     # the quiz's decoder layer and head, by default the readable head the first screen opens on
     Setting("quiz_layer", int),

@@ -12,7 +12,8 @@ import viz
 from explorer.explanations import CAVEAT, EXPLANATIONS
 from explorer.state import bind, presenting
 from explorer.wording import escape_markdown
-from model.heads import ATTENTION_KINDS, KIND_TITLES, head_label, layer_label
+from model.config import TransformerConfig
+from model.heads import ATTENTION_KINDS, KIND_TITLES, STACKS, head_label, layer_label
 from model.trace import Trace
 from viz.export import HandoutSection
 from viz.tables import TABLE_CSS
@@ -82,6 +83,19 @@ def layer_and_head_pickers(stack_shape: tuple[int, ...], default: tuple[int, int
     layer = picker_layer.selectbox("Layer", layers, format_func=layer_label, key="layer")
     head = picker_head.selectbox("Head", heads, format_func=head_label, key="head")
     return layer, head
+
+
+def stack_picker() -> str:
+    """Encoder or decoder (URL: stack), for the boxes of Figure 1 that both stacks have."""
+    bind("stack")
+    return st.segmented_control("Stack", STACKS, format_func=str.capitalize, required=True, key="stack")
+
+
+def stack_layer_picker(config: TransformerConfig, stack: str) -> int:
+    """A layer of ``stack`` (URL: layer, the attention views' layer too)."""
+    layers = list(range(config.n_encoder_layers if stack == "encoder" else config.n_decoder_layers))
+    bind("layer", 0, layers)
+    return st.selectbox("Layer", layers, format_func=layer_label, key="layer")
 
 
 def attention_kind_picker(key: str) -> str:

@@ -183,8 +183,9 @@ def aggregate_figure(
     (``model.analysis.attribution.attention_rollout(stack[: layer + 1])[-1]``), merged/hidden here like
     the other panels. ``options`` are side_by_side's (merge_words, show_special, annotate, title).
     """
-    # short panel titles: three panels share a three-quarter column at 1280 px; the figure's title names the layer
-    panels = [("mean over heads", mean_over_heads(stack[layer])), ("max over heads", max_over_heads(stack[layer]))]
+    # short panel titles: three panels share the view's column beside the map and the controls at 1280 px; the
+    # figure's title names the layer and the help says what they are taken over
+    panels = [("mean of heads", mean_over_heads(stack[layer])), ("max of heads", max_over_heads(stack[layer]))]
     if rollout is not None:
         panels.append((f"rollout 0–{layer}", rollout))
     return side_by_side(panels, query_pieces, key_pieces, **options)

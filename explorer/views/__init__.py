@@ -11,17 +11,32 @@ from __future__ import annotations
 
 from functools import partial
 
-from explorer.views import attention, attribution, evolution, experiments, positional, quiz, steps, train
+from explorer.views import (
+    attention,
+    attribution,
+    embedding,
+    evolution,
+    experiments,
+    feed_forward,
+    positional,
+    quiz,
+    residual,
+    steps,
+    train,
+)
 from explorer.views.registry import Registry, View
 from model.heads import KIND_TITLES
 
 # A page opens on the first view listed (cross-attention), presenter mode on the decoding steps.
 VIEWS = Registry(
-    View("cross", KIND_TITLES["cross"], partial(attention.render, kind="cross")),
-    View("steps", "Decoding steps", steps.render, opens_presenter=True),
-    View("encoder_self", KIND_TITLES["encoder_self"], partial(attention.render, kind="encoder_self")),
-    View("decoder_self", KIND_TITLES["decoder_self"], partial(attention.render, kind="decoder_self")),
-    View("positional", "Positional encoding", positional.render),
+    View("cross", KIND_TITLES["cross"], partial(attention.render, kind="cross"), on_the_map=True),
+    View("steps", "Decoding steps", steps.render, opens_presenter=True, on_the_map=True),
+    View("encoder_self", KIND_TITLES["encoder_self"], partial(attention.render, kind="encoder_self"), on_the_map=True),
+    View("decoder_self", KIND_TITLES["decoder_self"], partial(attention.render, kind="decoder_self"), on_the_map=True),
+    View("positional", "Positional encoding", positional.render, on_the_map=True),
+    View("embedding", "Embedding", embedding.render, on_the_map=True),
+    View("residual", "Add & Norm", residual.render, on_the_map=True),
+    View("feed_forward", "Feed Forward", feed_forward.render, on_the_map=True),
     View("quiz", "Quiz", quiz.render),
     View("evolution", "Training evolution", evolution.render),
     View("experiments", "Experiments", experiments.render),

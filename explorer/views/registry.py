@@ -18,6 +18,9 @@ class View:
     opens_presenter: bool = False
     # False for a view that is not about the sentence (the Train view): the page leaves out its translation
     about_the_sentence: bool = True
+    # True for the view of a box of Figure 1 (an attention kind, the embedding, Add & Norm, ...): the map of the
+    # model is drawn beside it and marks it
+    on_the_map: bool = False
 
 
 class Registry:

@@ -172,3 +172,38 @@ def logit_lens(translator: Translator, trace: Trace, top_k: int = DEFAULT_TOP_K)
         chosen_probs=chosen_probs.float().numpy(),
         chosen_ranks=(probs > chosen_probs[..., None]).sum(dim=-1).numpy() + 1,
     )
+
+
+@dataclass
+class UnitExamples:
+    """One layer's feed-forward units over several sentences (each greedy-translated, for the decoder's units): the
+    hidden activations of every piece, so the pieces that drive any one unit most are read without another run."""
+
+    stack: str
+    layer: int
+    sentences: list[str]
+    pieces: list[list[str]]  # per sentence, the stack's positions: source pieces, or the decoder's inputs
+    hidden: list[np.ndarray]  # per sentence, (positions, d_ff)
+
+    def strongest(self, unit: int, count: int = 10) -> list[tuple[str, str, float]]:
+        """The ``count`` (piece, sentence, activation) where ``unit`` is most active, strongest first."""
+        found = [
+            (piece, sentence, float(hidden[position, unit]))
+            for sentence, pieces, hidden in zip(self.sentences, self.pieces, self.hidden, strict=True)
+            for position, piece in enumerate(pieces)
+        ]
+        return sorted(found, key=lambda item: -item[2])[:count]
+
+
+def unit_examples(translator: Translator, sentences: Sequence[str], stack: str, layer: int) -> UnitExamples:
+    """The feed-forward units of layer ``layer`` of ``stack`` on each of ``sentences`` (the checkpoint's examples)."""
+    config = translator.model.config
+    if not 0 <= layer < {"encoder": config.n_encoder_layers, "decoder": config.n_decoder_layers}.get(stack, 0):
+        raise ValueError(f"the model has no {stack} layer {layer}")
+    pieces, hidden = [], []
+    for sentence in sentences:
+        trace = translator.trace(sentence)
+        read = trace_activations(translator, trace)
+        pieces.append(read.source_pieces if stack == "encoder" else read.decoder_pieces)
+        hidden.append(read.point(stack, layer, "feed_forward.hook_hidden"))
+    return UnitExamples(stack, layer, list(sentences), pieces, hidden)

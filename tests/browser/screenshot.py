@@ -27,8 +27,8 @@ def take_screenshot(checkpoints: Path, out: Path, query: str, width: int, height
     with streamlit_server(checkpoints) as url, chromium(Path(tempfile.mkdtemp()), width, height) as driver:
         driver.get(f"{url}/?{query}")
         WebDriverWait(driver, SERVER_START_LIMIT_S).until(
-            lambda d: len(d.find_elements(By.CSS_SELECTOR, ".js-plotly-plot .main-svg")) >= 5
-        )
+            lambda d: d.find_elements(By.CSS_SELECTOR, ".js-plotly-plot .main-svg")
+        )  # the first chart drawn; the wait below lets the rest of the page (the map) settle
         time.sleep(2)  # let plotly finish its transitions before the picture
         out.parent.mkdir(parents=True, exist_ok=True)
         driver.save_screenshot(str(out))

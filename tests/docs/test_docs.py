@@ -14,8 +14,9 @@ import pytest
 from tests.helpers import REPO
 
 README_MAX_LINES = 200
-# the notebook's figures: cross-attention heatmap, encoder grid, head view, attribution maps, training curves, alignment
-NOTEBOOK_FIGURES = 6
+# the notebook's figures: cross-attention heatmap, encoder grid, head view, attribution maps, logit lens, training
+# curves, alignment
+NOTEBOOK_FIGURES = 7
 # [text](target) and ![alt](target), not inside code; the target up to its first space or ')'.
 MARKDOWN_LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)(?:\s[^)]*)?\)")
 FENCED_CODE = re.compile(r"^```.*?^```", re.MULTILINE | re.DOTALL)
