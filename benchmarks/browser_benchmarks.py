@@ -140,6 +140,20 @@ def _view_switch(driver, index: int) -> float:
     return _rerun(driver, lambda: click_button(driver, KIND_TITLES["cross"]), lambda title: "cross-attention" in title)
 
 
+def _map_click(driver, index: int) -> float:
+    """A click on the map's encoder Multi-Head Attention box, then on its decoder cross-attention box, in turns."""
+    from selenium.webdriver.common.by import By
+
+    key, wanted = (
+        ("encoder.self_attn", lambda title: title.startswith("Encoder") and "self-attention" in title)
+        if index % 2 == 0
+        else ("decoder.cross_attn", lambda title: "cross-attention" in title)
+    )
+    box = driver.find_element(By.CSS_SELECTOR, f".fm-box[data-key='{key}']")
+    driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", box)
+    return _rerun(driver, box.click, wanted)
+
+
 def _step(driver, index: int) -> float:
     """Next to step 2, then Previous to step 1, in turn."""
     from tests.browser_helpers import click_button
@@ -206,6 +220,9 @@ def _compare(
         bare_rerun = partial(_head_change, bare, bare_heads)
         measured["heads"] = _in_turns(interactions, partial(_head_change, ours, ours_heads), bare_rerun)
         measured["views"] = _in_turns(interactions, partial(_view_switch, ours), bare_rerun)
+        # a box of the map against the view picker on the same page, in turns, each leaving the other's view
+        view_picker = lambda index: _view_switch(ours, index + 1)  # noqa: E731
+        measured["map"] = _in_turns(interactions, partial(_map_click, ours), view_picker)
         _rerun(ours, lambda: click_button(ours, "Decoding steps"), _starts("Step "))
         measured["steps"] = _in_turns(interactions, partial(_step, ours), bare_rerun)
         return measured
@@ -230,6 +247,7 @@ def model_trace_ms(translator: Translator, texts: list[str], max_new_tokens: int
 def browser_times(ctx: Context, names: tuple[str, ...]) -> list[Record]:
     """first_heatmap_ms (a new page on a warm server), edit_redraw_ms (Enter to redrawn heatmap), head_switch_ms,
     view_switch_ms and step_redraw_ms, each against a bare Streamlit page with one heatmap measured in the same run;
+    map_click_ms (a box of the map) against the view picker's switch on the same page;
     edit_overhead_ms (an edit minus the model's own trace) on the subject and on a model of opus-mt-en-de's shape."""
     from tests.browser_helpers import missing_browser
 
@@ -290,6 +308,15 @@ def browser_times(ctx: Context, names: tuple[str, ...]) -> list[Record]:
             {
                 "case": f"{interactions} clicks between the cross-attention and encoder self-attention views",
                 "baseline_is": rerun_floor,
+                "clock": clock + "click to the first chart titled with the new view's attention",
+            },
+        ),
+        "map_click_ms": (
+            "map",
+            (Check("ratio", "<=", 1.3),),
+            {
+                "case": f"{interactions} clicks on the map's encoder self-attention and cross-attention boxes",
+                "baseline_is": "the same switches made with the view picker on the same page, in turns with these",
                 "clock": clock + "click to the first chart titled with the new view's attention",
             },
         ),

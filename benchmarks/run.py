@@ -113,6 +113,7 @@ BENCHMARKS = (
             "edit_redraw_ms",
             "head_switch_ms",
             "view_switch_ms",
+            "map_click_ms",
             "step_redraw_ms",
             "edit_overhead_ms",
             "opus_edit_overhead_ms",

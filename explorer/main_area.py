@@ -71,8 +71,9 @@ def view_area(ctx: PageContext, choices: list[str], around: tuple[bool, bool]) -
 
 def map_and_view(ctx: PageContext, view: str) -> None:
     """The view, with the map of the model (Figure 1) beside it when the view is one of its boxes: the quiz, the
-    experiments, the word sources and the Train view take the whole width."""
-    if not views.VIEWS[view].on_the_map:
+    experiments, the word sources and the Train view take the whole width, and so does every view in presenter mode
+    (where the map is a view of its own, drawn large)."""
+    if presenting() or not views.VIEWS[view].on_the_map:
         with st.container(key=VIEW_KEY):
             views.render(view, ctx)
         return

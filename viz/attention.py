@@ -185,7 +185,7 @@ def aggregate_figure(
     """
     # short panel titles: three panels share the view's column beside the map and the controls at 1280 px; the
     # figure's title names the layer and the help says what they are taken over
-    panels = [("mean of heads", mean_over_heads(stack[layer])), ("max of heads", max_over_heads(stack[layer]))]
+    panels = [("mean", mean_over_heads(stack[layer])), ("max", max_over_heads(stack[layer]))]
     if rollout is not None:
         panels.append((f"rollout 0–{layer}", rollout))
     return side_by_side(panels, query_pieces, key_pieces, **options)

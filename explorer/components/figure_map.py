@@ -123,7 +123,7 @@ def data(ctx: PageContext, view: str) -> dict[str, Any]:
         "meanings": NUMBER_MEANINGS,
         "current": current,
         "layer": layer,
-        "scale": PRESENTER_SCALE if presenting() else 1.0,
+        "scale": PRESENTER_SCALE if presenting() else 1.0,  # presenter mode: the map is a view of its own
     }
 
 

@@ -18,6 +18,7 @@ from explorer.views import (
     evolution,
     experiments,
     feed_forward,
+    model_map,
     positional,
     quiz,
     residual,
@@ -27,10 +28,13 @@ from explorer.views import (
 from explorer.views.registry import Registry, View
 from model.heads import KIND_TITLES
 
-# A page opens on the first view listed (cross-attention), presenter mode on the decoding steps.
+# A page opens on the first view listed (cross-attention), presenter mode on the decoding steps. Beside the views of
+# Figure 1's boxes (on_the_map) the page draws the map of the model; presenter mode draws every view alone, the map
+# being a view of its own there.
 VIEWS = Registry(
     View("cross", KIND_TITLES["cross"], partial(attention.render, kind="cross"), on_the_map=True),
     View("steps", "Decoding steps", steps.render, opens_presenter=True, on_the_map=True),
+    View("map", "The model (Figure 1)", model_map.render, presenter_only=True),
     View("encoder_self", KIND_TITLES["encoder_self"], partial(attention.render, kind="encoder_self"), on_the_map=True),
     View("decoder_self", KIND_TITLES["decoder_self"], partial(attention.render, kind="decoder_self"), on_the_map=True),
     View("positional", "Positional encoding", positional.render, on_the_map=True),
@@ -49,7 +53,7 @@ render = VIEWS.render
 
 def choices(presenting: bool) -> list[str]:
     """The view picker's keys, the page's default first: presenter mode puts the view it opens on first."""
-    keys = VIEWS.keys()
+    keys = [key for key in VIEWS.keys() if presenting or not VIEWS[key].presenter_only]
     if presenting:
         keys.sort(key=lambda key: not VIEWS[key].opens_presenter)  # stable: the rest keep their order
     return keys

@@ -21,6 +21,8 @@ class View:
     # True for the view of a box of Figure 1 (an attention kind, the embedding, Add & Norm, ...): the map of the
     # model is drawn beside it and marks it
     on_the_map: bool = False
+    # True for a view only presenter mode offers (the map alone, large, for the projector)
+    presenter_only: bool = False
 
 
 class Registry:

@@ -453,7 +453,8 @@ def open_view(walk: Walk, label: str) -> None:
 def walk_page(
     driver, downloads: Path, log: Callable[[str], None] | None = None, opened_only: frozenset[str] = frozenset()
 ) -> Walk:
-    """Every view and every control of the page once, then presenter mode with the steps' keys. The views labelled
+    """Every view and every control of the page once, then presenter mode with the steps' keys and the views only it
+    offers. The views labelled
     in ``opened_only`` are opened and checked but their controls not pressed (another walk presses them)."""
     walk = Walk(driver, downloads, log)
     walk.check("the page's first run")
@@ -475,5 +476,9 @@ def walk_page(
     walk.act("presenter mode", presenter)
     walk.keys("presenter mode", RIGHT, RIGHT, LEFT)
     walk_controls(walk, "presenter mode", "view")
+    for label in view_labels(driver):  # the views presenter mode alone offers (the map of the model, large)
+        if label not in labels:
+            open_view(walk, label)
+            walk_controls(walk, f"presenter mode, view {label!r}", "view")
     walk.act("presenter mode", presenter)
     return walk

@@ -24,6 +24,7 @@ from explorer.sidebar import PRESENTER_CSS
 from explorer.state import AVERAGE_HEADS, SETTINGS_BY_KEY, url_text
 from explorer.wording import card_examples, escape_markdown, no_snapshots
 from model import load_checkpoint
+from model.analysis.activations import trace_activations
 from model.analysis.head_stats import STATISTICS, batch_head_statistics, readable_cross_head
 from model.analysis.quiz import step_truth
 from model.checkpoint import find_snapshots
@@ -167,6 +168,8 @@ def shared_links(classroom_checkpoints: Path) -> list[dict[str, str]]:
     tree = tiny.beam_tree(SENTENCE, beam_size=2)
     other_node = next(node.id for node in tree.nodes[1:] if node.id != tree.results()[0].id)
     experiments = {"sentence": SENTENCE, "view": "experiments"}
+    hidden = trace_activations(tiny, free).point("decoder", 1, "feed_forward.hook_hidden")
+    other_unit = next(unit for unit in range(hidden.shape[1]) if unit != viz.most_active_units(hidden, 1)[0])
     return [
         {
             "checkpoint": "toy-plain-en-de",
@@ -207,6 +210,15 @@ def shared_links(classroom_checkpoints: Path) -> list[dict[str, str]]:
             "target": "ein mann",
         },
         {"sentence": SENTENCE, "view": "steps", "step": "2", "step_layer": "0"},
+        {"view": "embedding", "stack": "decoder", "embedding_part": "token"},
+        {
+            "sentence": SENTENCE,
+            "view": "feed_forward",
+            "stack": "decoder",
+            "layer": "1",
+            "ff_piece": "2",
+            "ff_unit": str(other_unit),  # the default is the unit most active in the sentence
+        },
         {"view": "evolution", "evolution_kind": "decoder_self", "layer": "1", "head": "3"},
         {"sentence": SENTENCE, "view": "attribution", "attribution_step": "1"},
         {

@@ -12,6 +12,7 @@ from model.analysis.figure_one import figure_boxes
 from model.checkpoint import read_config
 from tests.app_helpers import assert_ok, chart_titles, component_data
 from tests.helpers import APP, DEFAULT_CHECKPOINT
+from viz.presenter import PRESENTER_SCALE
 
 MAP = "attention_explorer.figure_map"
 
@@ -76,3 +77,21 @@ def test_each_box_opens_its_view_and_the_map_marks_it(app):
         "feed_forward",
         "steps",
     }
+
+
+def test_presenter_mode_draws_every_view_alone_and_the_map_large_as_a_view_of_its_own():
+    app = AppTest.from_file(APP, default_timeout=60)
+    app.query_params["presenter"] = "true"
+    app.run()
+    assert_ok(app)
+    assert "The model (Figure 1)" in app.segmented_control(key="view").options  # the picker's labels
+    assert not [element for element in app.get("bidi_component") if element.proto.component_name == MAP]
+    app.segmented_control(key="view").set_value("map").run()
+    assert_ok(app)
+    data = component_data(app, MAP)
+    assert data["scale"] == PRESENTER_SCALE and data["current"] == []
+    plain = AppTest.from_file(APP, default_timeout=60)
+    plain.query_params["view"] = "map"  # not a view of the page outside presenter mode: its default opens
+    plain.run()
+    assert plain.session_state["view"] == "cross"
+    assert "The model (Figure 1)" not in plain.segmented_control(key="view").options
