@@ -206,17 +206,20 @@ def compute_attribution(key: TraceKey, method: str) -> Attribution:
     return attribute(load_translator(key.model), compute_trace(key), method)
 
 
-@st.cache_data(show_spinner=False, max_entries=64)
+@st.cache_data(show_spinner=False, max_entries=16)
 def compute_activations(key: TraceKey) -> Activations:
-    """Every box of Figure 1 for the page's trace (model.analysis.activations.trace_activations)."""
+    """Every box of Figure 1 for the page's trace (model.analysis.activations.trace_activations), for the views of the
+    boxes. Few are kept: one holds every hook point of the sentence (megabytes for a model of opus-mt's size)."""
     return trace_activations(load_translator(key.model), compute_trace(key))
 
 
 @st.cache_data(show_spinner=False, max_entries=256)
 def compute_box_numbers(key: TraceKey) -> dict[str, list[float]]:
-    """The map's live number of each box for the page's trace (model.analysis.figure_one.box_numbers)."""
-    config = load_translator(key.model).model.config
-    return box_numbers(config, compute_trace(key), compute_activations(key))
+    """The map's live number of each box for the page's trace (model.analysis.figure_one.box_numbers). Read off an
+    uncached pass: the map is drawn for every sentence typed, and only its numbers are kept."""
+    translator = load_translator(key.model)
+    trace = compute_trace(key)
+    return box_numbers(translator.model.config, trace, trace_activations(translator, trace))
 
 
 @st.cache_data(show_spinner="Reading each layer…", max_entries=64)

@@ -62,6 +62,10 @@ class Box:
     sublayer: str | None = None  # "self_attn", "cross_attn" or "feed_forward" for the boxes of a sublayer
     layer_box: bool = False
 
+    def __post_init__(self) -> None:
+        if self.kind not in BOX_KINDS:
+            raise ValueError(f"a box's kind is one of {BOX_KINDS}, not {self.kind!r}")
+
     @property
     def attention_kind(self) -> str | None:
         """The attention kind of an attention box ("encoder_self", "decoder_self", "cross"), else None."""
