@@ -68,8 +68,9 @@ def open_box(boxes: dict[str, Box]) -> None:
     """The "open" trigger's callback: the settings that show the box clicked (``settings_to_open``)."""
     event = st.session_state[EVENTS_KEY].open
     box = boxes.get(event.get("key")) if isinstance(event, dict) else None
-    if box is not None:
-        st.session_state.update(settings_to_open(box, int(event.get("layer", 0))))
+    layer = event.get("layer") if isinstance(event, dict) else None
+    if box is not None and isinstance(layer, int):  # anything else did not come from the map: ignored
+        st.session_state.update(settings_to_open(box, layer))
 
 
 def marked(view: str, boxes: list[Box]) -> tuple[list[str], int | None]:
