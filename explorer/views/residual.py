@@ -10,7 +10,7 @@ from explorer.compute import compute_activations, compute_lens
 from explorer.context import PageContext
 from explorer.state import bind
 from explorer.widgets import how_to_read, show_figure, stack_picker
-from model.analysis.activations import ATTENTION_SUBLAYERS
+from model.analysis.activations import ATTENTION_SUBLAYERS, SUBLAYER_NAMES
 from viz.tokens import display_text
 
 
@@ -30,7 +30,7 @@ def render(ctx: PageContext) -> None:
     show_figure(
         viz.sublayer_ratio_figure(
             read.sublayer_ratios(stack),
-            (*ATTENTION_SUBLAYERS[stack], "feed_forward"),
+            [SUBLAYER_NAMES[name] for name in (*ATTENTION_SUBLAYERS[stack], "feed_forward")],
             pieces,
             title="How much each sublayer changed the residual",
         ),

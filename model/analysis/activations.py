@@ -25,6 +25,8 @@ if TYPE_CHECKING:
 
 # The attention sublayers of a layer, by stack, in order: each is followed by its own residual point.
 ATTENTION_SUBLAYERS = {"encoder": ("self_attn",), "decoder": ("self_attn", "cross_attn")}
+# Each sublayer as the page names it
+SUBLAYER_NAMES = {"self_attn": "self-attention", "cross_attn": "cross-attention", "feed_forward": "feed forward"}
 # The residual point after each sublayer of a layer (the attention sublayers', then the feed-forward's).
 RESIDUAL_AFTER = {
     "encoder": ("hook_resid_mid", "hook_resid_post"),
@@ -56,14 +58,14 @@ class Activations:
 
     def residual_norms(self, stack: str) -> tuple[list[str], np.ndarray]:
         """The residual stream's norm at each position, from the first layer's input through every sublayer: the
-        labels of the stages ("input", "layer 1 self_attn", ..., "layer 1 feed_forward", ...) and (stages,
+        labels of the stages ("input", "layer 1 self-attention", ..., "layer 1 feed forward", ...) and (stages,
         positions)."""
         labels, rows = ["input"], [self.point(stack, None, "hook_embed_pos")]
         for layer in range(self.n_layers[stack]):
             for sublayer, point in zip(
                 (*ATTENTION_SUBLAYERS[stack], "feed_forward"), RESIDUAL_AFTER[stack], strict=True
             ):
-                labels.append(f"layer {layer + 1} {sublayer}")
+                labels.append(f"layer {layer + 1} {SUBLAYER_NAMES[sublayer]}")
                 rows.append(self.point(stack, layer, point))
         return labels, np.stack([np.linalg.norm(row, axis=-1) for row in rows])
 

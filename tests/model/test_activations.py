@@ -160,7 +160,7 @@ def test_what_the_views_read_is_what_the_points_say(shipped_en_de):
     assert read.point("encoder", 0, "hook_resid_pre").shape == (len(trace.source_ids), config.d_model)
     assert read.point("decoder", None, "hook_embed").shape == (trace.n_steps, config.d_model)
     labels, norms = read.residual_norms("decoder")
-    assert labels[0] == "input" and labels[1] == "layer 1 self_attn" and labels[-1] == "layer 4 feed_forward"
+    assert labels[0] == "input" and labels[1] == "layer 1 self-attention" and labels[-1] == "layer 4 feed forward"
     assert norms.shape == (1 + 3 * config.n_decoder_layers, trace.n_steps)
     last = read.point("decoder", config.n_decoder_layers - 1, "hook_resid_post")
     np.testing.assert_allclose(norms[-1], np.linalg.norm(last, axis=-1), rtol=1e-6)

@@ -27,8 +27,8 @@ def test_pieces_are_escaped_wherever_they_are_drawn():
     figures = [
         viz.embedding_norms_figure(np.ones((3, 4)), np.zeros((3, 4)), PIECES),
         viz.dimensions_heatmap(np.ones((3, 4)), PIECES),
-        viz.residual_figure(["input", "layer 1 self_attn"], np.ones((2, 3)), PIECES),
-        viz.sublayer_ratio_figure(np.ones((1, 2, 3)), ("self_attn", "feed_forward"), PIECES),
+        viz.residual_figure(["input", "layer 1 self-attention"], np.ones((2, 3)), PIECES),
+        viz.sublayer_ratio_figure(np.ones((1, 2, 3)), ("self-attention", "feed forward"), PIECES),
         viz.lens_chosen_figure(np.ones((2, 3)), PIECES),
         viz.units_heatmap(hidden, [1, 2], PIECES),
         viz.unit_examples_figure([f"{HOSTILE} · a sentence"], [1.0]),
