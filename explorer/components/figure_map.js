@@ -3,7 +3,9 @@
 // boxes of a layer stand for every layer ("N×"), and the layer picker chooses which layer's numbers they show and
 // which layer a click opens. Tab reaches every box; the arrow keys move between them (up and down in a column,
 // left and right across). A click sends one trigger, "open": {key, layer}. Data: see
-// explorer/components/figure_map.py. Every text is set with textContent, never as HTML.
+// explorer/components/figure_map.py. Every text is set with textContent, never as HTML. A rerun with the same
+// model's boxes updates the drawn map in place (its numbers, the open view's box, the layer): redrawing it on
+// every page run cost each edit tens of milliseconds of the browser's time.
 
 function node(tag, className, text = null) {
   const element = document.createElement(tag);
@@ -23,10 +25,11 @@ function formatNumber(kind, value) {
   return `×${value.toFixed(2)}`;
 }
 
+// What a drawn map keeps between runs: the latest data and trigger, and the layer the picker shows.
 function draw(root, data, setTriggerValue) {
   const layerCount = Math.max(...data.stacks.map((stack) => stack.layers));
-  let layer = Math.min(Math.max(data.layer ?? 0, 0), layerCount - 1);
-  const current = new Set(data.current);
+  const state = { data, send: setTriggerValue, current: new Set(data.current), layer: 0, refreshAll: null };
+  state.layer = Math.min(Math.max(data.layer ?? 0, 0), layerCount - 1);
   const buttons = [];
 
   const boxButton = (box, stack) => {
@@ -38,7 +41,8 @@ function draw(root, data, setTriggerValue) {
     const number = node("span", "fm-number");
     button.append(label, " ", number);
     const refresh = () => {
-      const shown = box.layer_box ? Math.min(layer, stack.layers - 1) : null;
+      const { data, current } = state;
+      const shown = box.layer_box ? Math.min(state.layer, stack.layers - 1) : null;
       const values = data.numbers[box.key];
       const value = values ? values[box.layer_box ? shown : 0] : null;
       number.textContent = formatNumber(box.kind, value);
@@ -52,8 +56,8 @@ function draw(root, data, setTriggerValue) {
       else button.removeAttribute("aria-current");
     };
     button.addEventListener("click", () => {
-      const shown = box.layer_box ? Math.min(layer, stack.layers - 1) : 0;
-      setTriggerValue("open", { key: box.key, layer: shown });
+      const shown = box.layer_box ? Math.min(state.layer, stack.layers - 1) : 0;
+      state.send("open", { key: box.key, layer: shown });
     });
     buttons.push({ button, refresh });
     refresh();
@@ -84,13 +88,14 @@ function draw(root, data, setTriggerValue) {
   previous.setAttribute("aria-label", "Previous layer");
   next.setAttribute("aria-label", "Next layer");
   const showLayer = () => {
-    shown.textContent = `Layer ${layer + 1} of ${layerCount}`;
-    previous.disabled = layer === 0;
-    next.disabled = layer === layerCount - 1;
+    shown.textContent = `Layer ${state.layer + 1} of ${layerCount}`;
+    previous.disabled = state.layer === 0;
+    next.disabled = state.layer === layerCount - 1;
     for (const { refresh } of buttons) refresh();
   };
-  previous.addEventListener("click", () => { layer = Math.max(0, layer - 1); showLayer(); });
-  next.addEventListener("click", () => { layer = Math.min(layerCount - 1, layer + 1); showLayer(); });
+  state.refreshAll = showLayer;
+  previous.addEventListener("click", () => { state.layer = Math.max(0, state.layer - 1); showLayer(); });
+  next.addEventListener("click", () => { state.layer = Math.min(layerCount - 1, state.layer + 1); showLayer(); });
   picker.append(previous, shown, next);
   showLayer();
 
@@ -117,15 +122,30 @@ function draw(root, data, setTriggerValue) {
       event.preventDefault();
     }
   };
-  root.addEventListener("keydown", onKey);
+  root.onkeydown = onKey; // a property, not a listener: a redrawn map replaces it rather than adding another
   root.style.setProperty("--fm-scale", data.scale);
   root.setAttribute("role", "group");
   root.setAttribute("aria-label", data.title);
   root.replaceChildren(node("div", "fm-title", data.title), picker, top, arrow, stacks);
-  return () => root.removeEventListener("keydown", onKey);
+  return state;
+}
+
+// The same model's map again: new numbers, the open view's box and layer, the latest trigger.
+function update(state, data, setTriggerValue) {
+  const openLayerChanged = data.layer !== state.data.layer;
+  state.data = data;
+  state.send = setTriggerValue;
+  state.current = new Set(data.current);
+  if (openLayerChanged && data.layer !== null) state.layer = data.layer; // the picker follows the view's layer
+  state.refreshAll();
 }
 
 export default function ({ data, parentElement, setTriggerValue }) {
   const root = parentElement.querySelector(".fm-root");
-  return draw(root, data, setTriggerValue);
+  const boxes = JSON.stringify([data.title, data.scale, data.stacks, data.output]);
+  if (root.figureMap && root.figureMap.boxes === boxes) update(root.figureMap, data, setTriggerValue);
+  else {
+    root.figureMap = draw(root, data, setTriggerValue); // its buttons' handlers read this same object
+    root.figureMap.boxes = boxes;
+  }
 }
