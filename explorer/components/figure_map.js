@@ -25,7 +25,8 @@ function formatNumber(kind, value) {
   return `×${value.toFixed(2)}`;
 }
 
-// What a drawn map keeps between runs: the latest data and trigger, and the layer the picker shows.
+// Draw the map into root; returns what it keeps between runs (update): the latest data and trigger, the open view's
+// boxes, the layer the picker shows, and how to refresh every box.
 function draw(root, data, setTriggerValue) {
   const layerCount = Math.max(...data.stacks.map((stack) => stack.layers));
   const state = { data, send: setTriggerValue, current: new Set(data.current), layer: 0, refreshAll: null };
