@@ -118,68 +118,45 @@ def forward_vs_torch(ctx: Context) -> list[Record]:
 
 def capture_overhead(ctx: Context) -> list[Record]:
     """A forward pass with every attention and positional encoding captured vs the same pass without."""
-    model = ctx.subject.model
-    device = ctx.subject.device
-    src = random_ids(model, 1, SOURCE_TOKENS, seed=3).to(device)
-    tgt = random_ids(model, 1, SOURCE_TOKENS, seed=4).to(device)
-
-    def captured():
-        with capture_attention(model) as capture:
-            model(src, tgt)
-        return capture
-
-    with torch.inference_mode():
-        modules = len(captured().attention)
-        paired = alternate(captured, lambda: model(src, tgt), ctx.reps(15, 61), ctx.reps(2, 5), device)
-    return [
-        Record(
-            "capture_overhead",
-            paired.candidate_median * 1000,
-            "ms",
-            paired.baseline_median * 1000,
-            (Check("ratio", "<=", 1.3),),
-            {
-                "case": f"batch 1 x {SOURCE_TOKENS}",
-                "baseline_is": "the same forward with nothing captured (fused attention kernel)",
-                "captured_attention_modules": modules,
-                "captured_to": "CPU tensors (Capture.record copies)",
-                **timing_params(paired),
-            },
-        )
-    ]
+    return [_captured_forward(ctx, "capture_overhead", activations=False)]
 
 
 def activation_capture_overhead(ctx: Context) -> list[Record]:
     """A forward pass with every hook point of Figure 1 captured (activations=True, attention too) vs without."""
+    return [_captured_forward(ctx, "activation_capture_overhead", activations=True)]
+
+
+def _captured_forward(ctx: Context, name: str, activations: bool) -> Record:
+    """A forward pass, batch 1 x SOURCE_TOKENS, under capture_attention(activations=...) vs the same pass without."""
     model = ctx.subject.model
     device = ctx.subject.device
     src = random_ids(model, 1, SOURCE_TOKENS, seed=3).to(device)
     tgt = random_ids(model, 1, SOURCE_TOKENS, seed=4).to(device)
 
     def captured():
-        with capture_attention(model, activations=True) as capture:
+        with capture_attention(model, activations=activations) as capture:
             model(src, tgt)
         return capture
 
     with torch.inference_mode():
-        points = len(captured().activations)
+        capture = captured()
         paired = alternate(captured, lambda: model(src, tgt), ctx.reps(15, 61), ctx.reps(2, 5), device)
-    return [
-        Record(
-            "activation_capture_overhead",
-            paired.candidate_median * 1000,
-            "ms",
-            paired.baseline_median * 1000,
-            (Check("ratio", "<=", 1.3),),
-            {
-                "case": f"batch 1 x {SOURCE_TOKENS}",
-                "baseline_is": "the same forward with nothing captured (fused attention kernel)",
-                "captured_hook_points": points,
-                "captured_to": "CPU tensors (Capture.record copies), the attention and positional encodings too",
-                **timing_params(paired),
-            },
-        )
-    ]
+    counted = {"captured_hook_points": len(capture.activations)} if activations else {}
+    return Record(
+        name,
+        paired.candidate_median * 1000,
+        "ms",
+        paired.baseline_median * 1000,
+        (Check("ratio", "<=", 1.3),),
+        {
+            "case": f"batch 1 x {SOURCE_TOKENS}",
+            "baseline_is": "the same forward with nothing captured (fused attention kernel)",
+            "captured_attention_modules": len(capture.attention),
+            **counted,
+            "captured_to": "CPU tensors (Capture.record copies)",
+            **timing_params(paired),
+        },
+    )
 
 
 class NeverEnds:

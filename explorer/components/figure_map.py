@@ -93,8 +93,7 @@ def marked(view: str, boxes: list[Box]) -> tuple[list[str], int | None]:
     return [], None
 
 
-def data(ctx: PageContext, view: str) -> dict[str, Any]:
-    boxes = figure_boxes(ctx.config)
+def data(ctx: PageContext, view: str, boxes: list[Box]) -> dict[str, Any]:
     current, layer = marked(view, boxes)
     layers = {"encoder": ctx.config.n_encoder_layers, "decoder": ctx.config.n_decoder_layers}
 
@@ -130,5 +129,6 @@ def data(ctx: PageContext, view: str) -> dict[str, Any]:
 
 def draw(ctx: PageContext, view: str) -> None:
     """The map for the page's model and sentence, marking ``view``."""
-    boxes = {box.key: box for box in figure_boxes(ctx.config)}
-    FIGURE_MAP(data=data(ctx, view), key=EVENTS_KEY, on_open_change=lambda: open_box(boxes))
+    boxes = figure_boxes(ctx.config)
+    by_key = {box.key: box for box in boxes}
+    FIGURE_MAP(data=data(ctx, view, boxes), key=EVENTS_KEY, on_open_change=lambda: open_box(by_key))

@@ -46,8 +46,6 @@ class Activations:
     decoder_pieces: list[str]
     values: dict[str, np.ndarray]
     n_layers: dict[str, int]  # stack -> its number of layers
-    norm_first: bool
-    final_norm: bool
 
     def point(self, stack: str, layer: int | None, point: str) -> np.ndarray:
         """One hook point: ``point`` of layer ``layer`` of ``stack`` (a stack's own point with ``layer=None``)."""
@@ -133,8 +131,6 @@ def trace_activations(translator: Translator, trace: Trace) -> Activations:
         decoder_pieces=list(trace.decoder_input_pieces),
         values={name: value[0].float().numpy() for name, value in values.items() if name != "hook_logits"},
         n_layers={"encoder": config.n_encoder_layers, "decoder": config.n_decoder_layers},
-        norm_first=config.norm_first,
-        final_norm=config.final_norm,
     )
 
 

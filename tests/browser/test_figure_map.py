@@ -84,10 +84,10 @@ def test_every_box_is_drawn_opens_its_view_and_is_reached_by_keyboard(browser_re
             tabbed.append(driver.execute_script(FOCUSED))
         assert tabbed == drawn
         reached = set()
-        for start in ("encoder.embed", "decoder.embed"):
+        for start in ("encoder.embed", "decoder.embed"):  # up each column, until the focus stays at its top
             driver.execute_script(f"document.querySelector(\".fm-box[data-key='{start}']\").focus()")
-            for _ in drawn:
-                reached.add(driver.execute_script(FOCUSED))
+            while (key := driver.execute_script(FOCUSED)) not in reached:
+                reached.add(key)
                 driver.switch_to.active_element.send_keys(Keys.ARROW_UP)
         driver.execute_script("document.querySelector(\".fm-box[data-key='encoder.feed_forward']\").focus()")
         driver.switch_to.active_element.send_keys(Keys.ARROW_RIGHT)
