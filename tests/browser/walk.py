@@ -19,6 +19,8 @@ from pathlib import Path
 from explorer.main_area import VIEW_KEY
 from tests.browser.pages import WAIT_S, console_errors, received_messages
 
+# the browser keeps 250 resource timings by default and drops later ones: a walk keeps them all for outside_requests
+KEEP_EVERY_REQUEST = "performance.setResourceTimingBufferSize(100000)"
 QUIET_S = 0.25  # a run is over when no message came for this long after its script_finished
 STALE_RETRIES = 3  # a control replaced by the page's own redraw while being pressed is found again this often
 NO_RUN_S = 1.0  # an action that starts no run (a folded section, a download) shows no message for this long
@@ -451,12 +453,17 @@ def open_view(walk: Walk, label: str) -> None:
 
 
 def walk_page(
-    driver, downloads: Path, log: Callable[[str], None] | None = None, opened_only: frozenset[str] = frozenset()
+    driver,
+    downloads: Path,
+    log: Callable[[str], None] | None = None,
+    opened_only: frozenset[str] = frozenset(),
+    sidebar_and_presenter: bool = True,
 ) -> Walk:
-    """Every view and every control of the page once, then presenter mode with the steps' keys and the views only it
-    offers. The views labelled
-    in ``opened_only`` are opened and checked but their controls not pressed (another walk presses them)."""
+    """Every view and every control of the page once, then the sidebar, and presenter mode with the steps' keys and
+    the views only it offers. The views labelled in ``opened_only`` are opened and checked but their controls not
+    pressed, and without ``sidebar_and_presenter`` the walk ends after the views (another walk presses them)."""
     walk = Walk(driver, downloads, log)
+    driver.execute_script(KEEP_EVERY_REQUEST)
     walk.check("the page's first run")
     labels = view_labels(driver)
     if not labels:
@@ -471,6 +478,14 @@ def walk_page(
         if label == "Decoding steps":
             walk.keys(f"view {label!r}", RIGHT, RIGHT, LEFT)
     open_view(walk, labels[0])
+    if sidebar_and_presenter:
+        walk_sidebar_and_presenter_mode(walk, labels)
+    walk.problems.extend(f"fetched from outside the server: {url}" for url in outside_requests(driver))
+    return walk
+
+
+def walk_sidebar_and_presenter_mode(walk: Walk, labels: list[str]) -> None:
+    driver = walk.driver
     walk_controls(walk, "sidebar", "sidebar")
     presenter = Control("sidebar", "toggle", "Presenter mode")
     walk.act("presenter mode", presenter)
@@ -481,4 +496,11 @@ def walk_page(
             open_view(walk, label)
             walk_controls(walk, f"presenter mode, view {label!r}", "view")
     walk.act("presenter mode", presenter)
-    return walk
+
+
+def outside_requests(driver) -> list[str]:
+    """What the page fetched from anywhere but its own server (a font, a script, an image from a CDN): a classroom
+    server may have no internet, and a student's page must not tell a third party what it opened."""
+    own = driver.execute_script("return location.origin")
+    resources = driver.execute_script("return performance.getEntriesByType('resource').map(e => e.name)")
+    return [name for name in resources if not name.startswith((own, "data:", "blob:"))]
