@@ -41,7 +41,8 @@ ACTIVATION = "activation"
 # residual stream itself: before the layer, after its attention sublayer(s) (post-norm: after their Add & Norm) and
 # after the layer.
 ACTIVATION_POINTS: dict[str, tuple[str, ...]] = {
-    # the scaled token embeddings (3.4), then their sum with the positional encoding: the first layer's input
+    # the scaled token embeddings (3.4), then their sum with the positional encoding: the first layer's input (unless
+    # the model normalises it: embedding_norm)
     "stack": ("hook_embed", "hook_embed_pos"),
     "encoder_layer": (
         "hook_resid_pre",
@@ -66,6 +67,8 @@ ACTIVATION_POINTS: dict[str, tuple[str, ...]] = {
         "feed_forward.hook_out",
         "hook_resid_post",
     ),
+    # the embedding sum normalised: the first layer's input in models with an embedding norm (mBART's)
+    "embedding_norm": ("embedding_norm.hook_out",),
     "final_norm": ("norm.hook_out",),  # a stack's last LayerNorm, in models that have one (final_norm)
     "model": ("hook_logits",),  # (B, T, V): the output projection plus any final logits bias
 }
@@ -159,6 +162,8 @@ def activation_names(config: TransformerConfig) -> list[str]:
     names = []
     for stack, layer_count in (("encoder", config.n_encoder_layers), ("decoder", config.n_decoder_layers)):
         names += [f"{stack}.{point}" for point in ACTIVATION_POINTS["stack"]]
+        if config.embedding_norm:
+            names += [f"{stack}.{point}" for point in ACTIVATION_POINTS["embedding_norm"]]
         for layer in range(layer_count):
             names += [f"{stack}.layers.{layer}.{point}" for point in ACTIVATION_POINTS[f"{stack}_layer"]]
         if config.final_norm:

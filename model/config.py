@@ -7,7 +7,9 @@ from dataclasses import dataclass
 from typing import Any
 
 ACTIVATIONS = ("relu", "gelu", "swish")
-POSITIONAL_LAYOUTS = ("interleaved", "marian")
+# where the sines and cosines sit: interleaved (the paper), all sines then all cosines (MarianMT), or sines then
+# cosines with fairseq's frequencies exp(-i ln 10000 / (d/2 - 1)) (M2M100 and NLLB; the paper's are 10000^(-2i/d))
+POSITIONAL_LAYOUTS = ("interleaved", "marian", "fairseq")
 # What each stack adds to its embeddings: the paper's fixed sinusoids, nothing (the model then sees a bag of tokens:
 # the exercise of the Train view), or a learned vector per position (Gehring et al. 2017; section 3.5 compares them).
 POSITIONAL_ENCODINGS = ("sinusoidal", "none", "learned")
@@ -21,6 +23,9 @@ OPTIONAL_FIELDS = (
     "source_pad_id",
     "attention_dropout",
     "activation_dropout",
+    "position_offset",
+    "positions_skip_padding",
+    "embedding_norm",
 )
 
 
@@ -30,7 +35,7 @@ class TransformerConfig:
 
     Token ids for padding, start and end follow the tokenizer: the defaults match the
     SentencePiece models trained by ``model.tokenizer.train_sentencepiece``. The options after
-    ``eos_id`` describe imported models (MarianMT, ``model.interop.marian``); their defaults
+    ``eos_id`` describe imported models (MarianMT, mBART-50, M2M100 and NLLB: ``model.interop``); their defaults
     are the paper's behaviour, so a config.json without them builds the same model; so are those of the
     attention and activation dropout (training options).
     """
@@ -69,6 +74,14 @@ class TransformerConfig:
     # ``dropout`` (also what a config.json without them means). fairseq's transformer recipes set both to 0.
     attention_dropout: float | None = None
     activation_dropout: float | None = None
+    # the positional table's row of position 0: mBART's learned table starts at row 2, M2M100's and NLLB's sinusoids
+    # at padding id + 1 (both from fairseq, which keeps the rows below for padding)
+    position_offset: int = 0
+    # padding gets no position (a zero vector), as M2M100 and NLLB number real tokens only; with padding at the end,
+    # as the tokenizers pad, every real token reads the position it reads alone
+    positions_skip_padding: bool = False
+    # a LayerNorm on the embedding sum (tokens plus positions) before the first layer: mBART's layernorm_embedding
+    embedding_norm: bool = False
 
     def __post_init__(self) -> None:
         if self.source_pad_id is None:
@@ -114,6 +127,8 @@ class TransformerConfig:
         for name in ("src_vocab_size", "tgt_vocab_size", "d_model", "n_heads", "d_ff", "max_len"):
             if getattr(self, name) <= 0:
                 problems.append(f"{name} must be positive")
+        if self.position_offset < 0:
+            problems.append("position_offset must be 0 or more")
         for name in ("dropout", "attention_dropout", "activation_dropout"):
             value = getattr(self, name)
             if value is not None and not 0.0 <= value < 1.0:
@@ -163,8 +178,9 @@ class TransformerConfig:
 
     @property
     def never_generated(self) -> list[int]:
-        """Ids the decoder may not produce: padding and the start token (the same id for MarianMT)."""
-        return sorted({self.pad_id, self.start_id})
+        """Ids the decoder may not produce: padding and the start token (the same id for MarianMT), unless the start
+        token is EOS (mBART, M2M100 and NLLB start decoding from </s>, which must still end it)."""
+        return sorted({self.pad_id, self.start_id} - {self.eos_id})
 
     def to_dict(self) -> dict[str, Any]:
         """Every field, except the imported-model options left at their default (older configs match)."""

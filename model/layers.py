@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
@@ -71,7 +72,11 @@ def sinusoidal_encoding(max_len: int, d_model: int, layout: str = "interleaved")
 
     ``layout="marian"``: the same sines and cosines, all sines in dims [0, ceil(d/2)) and all
     cosines after them (MarianMT's table, which its checkpoints do not store).
+    ``layout="fairseq"``: sines then cosines with frequencies exp(-i ln 10000 / (d/2 - 1)), computed in float32 as
+    M2M100 and NLLB compute them (an odd d ends with a zero dimension).
     """
+    if layout == "fairseq":
+        return fairseq_sinusoids(max_len, d_model)
     position = torch.arange(max_len, dtype=torch.float64).unsqueeze(1)  # (L, 1)
     inverse_wavelength = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float64) * (-math.log(10000.0) / d_model))
     angles = position * inverse_wavelength  # (L, ceil(d/2))
@@ -86,37 +91,67 @@ def sinusoidal_encoding(max_len: int, d_model: int, layout: str = "interleaved")
     return encoding.float()
 
 
+def fairseq_sinusoids(max_len: int, d_model: int) -> torch.Tensor:
+    """fairseq's sinusoidal table (M2M100, NLLB): (max_len, d), sines then cosines, in float32 step by step as they
+    compute it, so that the same positions give the same bits."""
+    half = d_model // 2
+    frequencies = torch.exp(torch.arange(half, dtype=torch.int64).float() * -(math.log(10000) / (half - 1)))
+    angles = torch.arange(max_len, dtype=torch.int64).float().unsqueeze(1) * frequencies.unsqueeze(0)
+    table = torch.cat([torch.sin(angles), torch.cos(angles)], dim=1)
+    return torch.cat([table, torch.zeros(max_len, d_model % 2)], dim=1)
+
+
 class PositionalEncoding(nn.Module):
     """3.5: adds the position's encoding, then dropout. The added encoding is probed.
 
     ``kind`` "sinusoidal" is the paper's fixed encoding; "learned" starts from it and trains it (a parameter, so it
-    is saved with the weights); "none" adds zeros, so the stacks see their tokens without their order.
+    is saved with the weights); "none" adds zeros, so the stacks see their tokens without their order. ``offset``:
+    the table's row of position 0 (the rows below it are never read: fairseq keeps them for padding), so the table
+    has ``max_len + offset`` rows.
     """
 
-    encoding: torch.Tensor  # (max_len, d): a parameter when learned, else a buffer
+    encoding: torch.Tensor  # (offset + max_len, d): a parameter when learned, else a buffer
 
     def __init__(
-        self, d_model: int, max_len: int, dropout: float, layout: str = "interleaved", kind: str = "sinusoidal"
+        self,
+        d_model: int,
+        max_len: int,
+        dropout: float,
+        layout: str = "interleaved",
+        kind: str = "sinusoidal",
+        offset: int = 0,
     ) -> None:
         super().__init__()
-        fixed = sinusoidal_encoding(max_len, d_model, layout)
+        fixed = sinusoidal_encoding(offset + max_len, d_model, layout)
         if kind == "learned":
             self.encoding = nn.Parameter(fixed)
         else:
             self.register_buffer(
                 "encoding", fixed if kind == "sinusoidal" else torch.zeros_like(fixed), persistent=False
             )
+        self.offset = offset
         self.dropout = Dropout(dropout)
         self.probe = Probe("positional")
 
-    def forward(self, x: torch.Tensor, start: int = 0) -> torch.Tensor:
+    def forward(
+        self,
+        x: torch.Tensor,
+        start: int = 0,
+        padding: torch.Tensor | None = None,
+        norm: Callable[[torch.Tensor], torch.Tensor] | None = None,
+    ) -> torch.Tensor:
+        """x (B, T, d) at positions start.. plus their encoding; ``padding`` (B, T), True where a token gets none
+        (``positions_skip_padding``); ``norm`` normalises the sum before dropout (``embedding_norm``)."""
         length = x.size(1)
-        if start + length > self.encoding.size(0):
+        if start + length > self.encoding.size(0) - self.offset:
             raise ValueError(
-                f"sequence of {start + length} positions exceeds max_len={self.encoding.size(0)}; truncate the input"
+                f"sequence of {start + length} positions exceeds max_len={self.encoding.size(0) - self.offset}; "
+                "truncate the input"
             )
-        added = self.probe(self.encoding[start : start + length].to(x.dtype))  # (T, d)
-        return self.dropout(x + added)
+        first = self.offset + start
+        added = self.probe(self.encoding[first : first + length].to(x.dtype))  # (T, d)
+        summed = x + added if padding is None else x + added * ~padding[..., None]
+        return self.dropout(summed if norm is None else norm(summed))
 
 
 class MultiHeadAttention(nn.Module):

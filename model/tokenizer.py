@@ -12,10 +12,11 @@ from __future__ import annotations
 import io
 import json
 import re
+import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, TypedDict
+from typing import Any, Literal, NamedTuple, TypedDict
 
 import sentencepiece as spm
 
@@ -24,10 +25,26 @@ PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
 WORD_START = "\u2581"  # SentencePiece's "▁" marks a piece that begins a word
 MARIAN_FILES = ("source.spm", "target.spm", "vocab.json")
 MARIAN_TARGET_VOCAB = "target_vocab.json"  # a Marian model's target vocabulary, when it is not vocab.json
+# a many-language model's codes (mBART-50, M2M100, NLLB): where the source's code goes and each code's piece
+LANGUAGES_FILE = "languages.json"
+# where a many-language model reads the source's language code: before the pieces ([code] pieces </s>: mBART-50,
+# M2M100, NLLB) or after them (pieces </s> [code]: NLLB's legacy_behaviour)
+SOURCE_CODE_PLACES = ("prefix", "suffix")
 LANGUAGE_CODE = re.compile(r">>[A-Za-z0-9_]+<<")  # a multi-target MarianMT model's ">>fr<<" piece
 
 
 SpecialName = Literal["pad_id", "unk_id", "bos_id", "eos_id"]  # the keys of SpecialIds
+
+
+class LanguagePair(NamedTuple):
+    """A many-language model's (mBART-50, M2M100, NLLB) source and target language codes, e.g.
+    ``LanguagePair("eng_Latn", "deu_Latn")``; None: the model card's."""
+
+    source: str | None = None
+    target: str | None = None
+
+
+NO_LANGUAGES = LanguagePair()  # the card's pair (or none, for a model with one language pair)
 
 
 class SpecialIds(TypedDict):
@@ -101,6 +118,35 @@ def piece_table(vocab: dict[str, int], file: str) -> dict[int, str]:
     return pieces
 
 
+@dataclass(frozen=True)
+class Languages:
+    """A many-language model's language codes: each code's piece (``"en"`` -> ``"__en__"`` in M2M100, the code itself
+    in mBART-50 and NLLB) in id order, and where the source's code goes (SOURCE_CODE_PLACES). The target's code is
+    the first output token, forced as generate's ``forced_bos_token_id`` forces it."""
+
+    pieces: dict[str, str]
+    source_code: str = "prefix"
+
+    def __post_init__(self) -> None:
+        if self.source_code not in SOURCE_CODE_PLACES:
+            raise ValueError(f"source_code must be one of {', '.join(SOURCE_CODE_PLACES)}, not {self.source_code!r}")
+        if not self.pieces:
+            raise ValueError("a many-language model needs at least one language code")
+
+    @classmethod
+    def read(cls, path: Path) -> Languages:
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            pieces = {str(code): str(piece) for code, piece in data["pieces"].items()}
+            return cls(pieces, str(data.get("source_code", "prefix")))
+        except (json.JSONDecodeError, UnicodeDecodeError, KeyError, AttributeError, TypeError) as error:
+            raise ValueError(f"{path}: not a language table ({error})") from error
+
+    def framed(self, pieces: list[int], code: int, eos_id: int) -> list[int]:
+        """A source's ids with its language code and </s>, where the model reads them."""
+        return [code, *pieces, eos_id] if self.source_code == "prefix" else [*pieces, eos_id, code]
+
+
 @dataclass
 class Tokenizer:
     """Source and target SentencePiece processors; ``joint`` when both sides share one model.
@@ -113,6 +159,7 @@ class Tokenizer:
     target: spm.SentencePieceProcessor
     vocab: dict[str, int] | None = None
     target_vocab: dict[str, int] | None = None
+    languages: Languages | None = None  # a many-language model's codes, on both sides (not Marian's >>xx<<)
     _pieces: dict[str, dict[int, str]] = field(default_factory=dict, init=False, repr=False, compare=False)
     _language_codes: list[str] = field(default_factory=list, init=False, repr=False, compare=False)
 
@@ -123,6 +170,11 @@ class Tokenizer:
             # read once: a page asks on every run, and an OPUS-MT vocabulary has tens of thousands of pieces
             # (the codes are source pieces: a multi-target model reads ">>fr<<" in front of the sentence)
             self._language_codes = [piece[2:-2] for piece in self.vocab if LANGUAGE_CODE.fullmatch(piece)]
+            if self.languages is not None:
+                missing = [piece for piece in self.languages.pieces.values() if piece not in self.vocab]
+                if missing:
+                    raise VocabularyError(LANGUAGES_FILE, f"names pieces vocab.json lacks: {', '.join(missing[:5])}")
+                self._language_codes = list(self.languages.pieces)
             source = piece_table(self.vocab, "vocab.json")
             target = source if self.target_vocab is None else piece_table(self.target_vocab, MARIAN_TARGET_VOCAB)
             self._pieces = {"source": source, "target": target}
@@ -144,7 +196,8 @@ class Tokenizer:
     def files(self) -> list[str]:
         """The file names this tokenizer is saved as."""
         if self.marian:
-            return [*MARIAN_FILES, MARIAN_TARGET_VOCAB] if self.separate_vocabularies else list(MARIAN_FILES)
+            extra = [MARIAN_TARGET_VOCAB] if self.separate_vocabularies else []
+            return [*MARIAN_FILES, *extra, *([LANGUAGES_FILE] if self.languages is not None else [])]
         return ["tokenizer.model"] if self.joint else ["source.model", "target.model"]
 
     def processor(self, side: str) -> spm.SentencePieceProcessor:
@@ -162,8 +215,47 @@ class Tokenizer:
 
     def language_codes(self) -> list[str]:
         """The target-language codes a multi-target MarianMT model reads first (``>>fr<<`` -> "fr"), in vocabulary
-        order; empty for a model with one target language."""
+        order, or a many-language model's codes (source and target: ``languages``); empty for a model with one
+        target language."""
         return list(self._language_codes)
+
+    def language_id(self, code: str) -> int:
+        """A many-language model's id of a language code; a code it does not have is refused, naming a few it has."""
+        if self.languages is None or self.vocab is None:
+            raise ValueError("this model has no language codes to choose from")
+        piece = self.languages.pieces.get(code)
+        if piece is None:
+            known = ", ".join(list(self.languages.pieces)[:8])
+            raise ValueError(f"unknown language code {code!r}; this model's include {known}, ...")
+        return self.vocab[piece]
+
+    def language_pair(self, asked: LanguagePair, default: LanguagePair) -> LanguagePair:
+        """The language codes a call uses: those ``asked`` for, else ``default``'s (a model card's), else the model's
+        first and last; LanguagePair() for a model without codes, which refuses any asked for."""
+        if self.languages is None:
+            if asked.source is not None or asked.target is not None:
+                raise ValueError("this model has no language codes: give no source or target language")
+            return LanguagePair()
+        codes = self.language_codes()
+        pair = LanguagePair(asked.source or default.source or codes[0], asked.target or default.target or codes[-1])
+        for code in pair:
+            self.language_id(code or "")  # refuses a code the model does not have
+        return pair
+
+    def forced_start(self, target: str | None, output: list[int]) -> list[int]:
+        """What a many-language model's output starts with: ``target``'s code (generate's forced_bos_token_id),
+        unless ``output`` starts with a language code already; nothing without a target code."""
+        if target is None or self.languages is None:
+            return []
+        if output and output[0] in {self.language_id(code) for code in self.languages.pieces}:
+            return []
+        return [self.language_id(target)]
+
+    def framed_source(self, pieces: list[int], code: str | None, eos_id: int) -> list[int]:
+        """A source's ids as the model reads them: its pieces, EOS, and a many-language model's code (``code``)."""
+        if code is None or self.languages is None:
+            return [*pieces, eos_id]
+        return self.languages.framed(pieces, self.language_id(code), eos_id)
 
     def vocab_size(self, side: str) -> int:
         if self.vocab is not None:
@@ -192,6 +284,8 @@ class Tokenizer:
         special = self.special_ids(side)
         if self.vocab is not None:
             dropped: set[int | None] = {special["pad_id"], special["eos_id"], special["unk_id"]}
+            if self.languages is not None:  # what transformers' skip_special_tokens drops too
+                dropped |= {special["bos_id"], *map(self.language_id, self.languages.pieces)}
             known = self._pieces[side]
             pieces = [known[i] for i in ids if i not in dropped and i in known]
             return self.processor(side).decode_pieces(pieces).replace(WORD_START, " ").strip()
@@ -232,7 +326,9 @@ class Tokenizer:
         if self.vocab is not None:
             (folder / "source.spm").write_bytes(self.source.serialized_model_proto())
             (folder / "target.spm").write_bytes(self.target.serialized_model_proto())
-            tables = {"vocab.json": self.vocab, MARIAN_TARGET_VOCAB: self.target_vocab}
+            tables: dict[str, Any] = {"vocab.json": self.vocab, MARIAN_TARGET_VOCAB: self.target_vocab}
+            if self.languages is not None:
+                tables[LANGUAGES_FILE] = {"source_code": self.languages.source_code, "pieces": self.languages.pieces}
             for name, table in tables.items():
                 if table is not None:
                     text = json.dumps(table, indent=2, ensure_ascii=False) + "\n"
@@ -269,8 +365,9 @@ class Tokenizer:
         vocab = read_vocab(folder / "vocab.json")
         target_vocab = read_vocab(folder / MARIAN_TARGET_VOCAB) if (folder / MARIAN_TARGET_VOCAB).is_file() else None
         source, target = load_sentencepiece(folder / "source.spm"), load_sentencepiece(folder / "target.spm")
+        languages = Languages.read(folder / LANGUAGES_FILE) if (folder / LANGUAGES_FILE).is_file() else None
         try:
-            return cls(source, target, vocab, target_vocab)
+            return cls(source, target, vocab, target_vocab, languages)
         except VocabularyError as error:
             raise ValueError(f"{folder / error.file}: {error}") from error
 
@@ -280,6 +377,12 @@ class Tokenizer:
         if target is None:
             return cls(source_processor, source_processor)
         return cls(source_processor, spm.SentencePieceProcessor(model_proto=target))
+
+
+def clean_text(text: str) -> str:
+    """Make any user string safe for SentencePiece: lone surrogates and control characters become spaces."""
+    text = text.encode("utf-8", "replace").decode("utf-8")  # lone surrogates -> "?"
+    return "".join(" " if unicodedata.category(ch) == "Cc" else ch for ch in text)
 
 
 def read_vocab(path: Path) -> dict[str, int]:

@@ -41,6 +41,10 @@ class TraceSettings:
     prefix_ids: list[int] = field(default_factory=list)  # the output's forced start (BOS left out)
     scoring: Scoring | None = None  # how the search ranked and stopped; None: ours (scoring.GNMT_SCORING)
     sampling: Sampling | None = None  # mode "sampling": how each token was drawn
+    # a many-language model's (mBART-50, M2M100, NLLB) source and target language codes; the target's code is the
+    # output's first token, forced (it is the first of prefix_ids or target_ids)
+    source_language: str | None = None
+    target_language: str | None = None
 
     def __post_init__(self) -> None:
         if self.mode not in DECODING_MODES:

@@ -148,18 +148,36 @@ class Stack(nn.Module):
         super().__init__()
         self.embed = embed
         self.positional = PositionalEncoding(
-            config.d_model, config.max_len, config.dropout, config.positional_layout, config.positional_encoding
+            config.d_model,
+            config.max_len,
+            config.dropout,
+            config.positional_layout,
+            config.positional_encoding,
+            config.position_offset,
         )
+        # mBART's layernorm_embedding: the embedding sum normalised before the first layer
+        self.embedding_norm = LayerNorm(config.d_model, config.layer_norm_eps) if config.embedding_norm else None
+        self.config = config
         self.layers = nn.ModuleList(layers)
         self.norm = LayerNorm(config.d_model, config.layer_norm_eps) if config.final_norm else None
         self.hook_embed = Probe(ACTIVATION)
         self.hook_embed_pos = Probe(ACTIVATION)
 
     def embed_positions(self, ids: torch.Tensor, start: int = 0) -> torch.Tensor:
-        """ids (B, T) at positions start.. -> the first layer's input (B, T, d): scaled embeddings plus positions."""
+        """ids (B, T) at positions start.. -> the first layer's input (B, T, d): scaled embeddings plus positions (and
+        the embedding norm, when the model has one)."""
+        padding = self.padding(ids, start) if self.config.positions_skip_padding else None
         if not observes_activations():
-            return self.positional(self.embed(ids), start=start)
-        return self.hook_embed_pos(self.positional(self.hook_embed(self.embed(ids)), start=start))
+            return self.positional(self.embed(ids), start, padding, self.embedding_norm)
+        embedded = self.hook_embed(self.embed(ids))
+        if self.embedding_norm is None:
+            return self.hook_embed_pos(self.positional(embedded, start, padding))
+        norm = self.embedding_norm
+        return self.positional(embedded, start, padding, lambda summed: norm(self.hook_embed_pos(summed)))
+
+    def padding(self, ids: torch.Tensor, start: int) -> torch.Tensor:
+        """ids (B, T) at positions start.. -> (B, T) True on padding (each stack knows its own)."""
+        raise NotImplementedError
 
 
 class Encoder(Stack):
@@ -167,6 +185,9 @@ class Encoder(Stack):
 
     def __init__(self, config: TransformerConfig, embed: TokenEmbedding) -> None:
         super().__init__(config, embed, [EncoderLayer(config) for _ in range(config.n_encoder_layers)])
+
+    def padding(self, ids: torch.Tensor, start: int) -> torch.Tensor:
+        return ids == self.config.source_pad_id
 
     def forward(self, src_ids: torch.Tensor, allowed: torch.Tensor | None) -> torch.Tensor:
         x = self.embed_positions(src_ids)  # (B, S, d)
@@ -180,6 +201,9 @@ class Decoder(Stack):
 
     def __init__(self, config: TransformerConfig, embed: TokenEmbedding) -> None:
         super().__init__(config, embed, [DecoderLayer(config) for _ in range(config.n_decoder_layers)])
+
+    def padding(self, ids: torch.Tensor, start: int) -> torch.Tensor:
+        return target_padding(ids, self.config, start)
 
     def forward(
         self,

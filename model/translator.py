@@ -5,7 +5,6 @@ from __future__ import annotations
 import copy
 import logging
 import threading
-import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
@@ -16,21 +15,14 @@ import torch
 
 from model.card import Card
 from model.decoding.authors import AuthorsDecoding, authors_decoding
+from model.decoding.batch import search_batch
 from model.decoding.beam_tree import BeamTree
 from model.decoding.passes import encode_captured, forced_pass
 from model.decoding.sampling import Sampling
 from model.decoding.scoring import GNMT_SCORING, Scoring
-from model.decoding.search import (
-    DEFAULT_BEAM_SIZE,
-    Encoded,
-    beam_search,
-    beam_search_tree,
-    default_max_new_tokens,
-    greedy_decode,
-    sample_decode,
-)
+from model.decoding.search import DEFAULT_BEAM_SIZE, beam_search_tree, default_max_new_tokens
 from model.decoding.whatif import fork_prefix, resolve_choice
-from model.tokenizer import Tokenizer
+from model.tokenizer import NO_LANGUAGES, LanguagePair, Tokenizer, clean_text
 from model.trace import DEFAULT_TOP_K, Fork, Trace, TraceOutcome, TraceSettings
 from model.transformer import Transformer
 
@@ -42,12 +34,6 @@ OOM_NOTICE = "The GPU ran out of memory, so this request ran on the CPU instead 
 def search_mode(beam_size: int, sampling: Sampling | None) -> str:
     """How an output is searched for: "sampling" when a Sampling is given, else "greedy" or "beam" by beam size."""
     return "sampling" if sampling is not None else "greedy" if beam_size <= 1 else "beam"
-
-
-def clean_text(text: str) -> str:
-    """Make any user string safe for SentencePiece: lone surrogates and control characters become spaces."""
-    text = text.encode("utf-8", "replace").decode("utf-8")  # lone surrogates -> "?"
-    return "".join(" " if unicodedata.category(ch) == "Cc" else ch for ch in text)
 
 
 def forced_end(scoring: Scoring | None, output: list[int], prefix: list[int], limit: int) -> bool:
@@ -93,10 +79,24 @@ class Translator:
         defaults = self.card.extra.get("generation_defaults")
         return authors_decoding(defaults, self.config) if defaults else None
 
-    def source_ids(self, text: str) -> SourceIds:
+    def source_ids(self, text: str, language: str | None = None) -> SourceIds:
+        """The source's ids: its pieces and EOS, and a many-language model's source language code where the model
+        reads it (``language``, else the card's)."""
         pieces = self.tokenizer.encode(clean_text(text), "source")
-        limit = self.config.max_sequence_tokens  # keep room for EOS
-        return SourceIds(pieces[:limit] + [self.config.eos_id], len(pieces) > limit, len(pieces))
+        code = self.languages(language, None).source
+        room = self.config.max_sequence_tokens - (code is not None)  # keep room for EOS and a language code
+        framed = self.tokenizer.framed_source(pieces[:room], code, self.config.eos_id)
+        return SourceIds(framed, len(pieces) > room, len(pieces))
+
+    def languages(self, source: str | None, target: str | None) -> LanguagePair:
+        """The language codes a call uses: those asked for, else the card's (Tokenizer.language_pair)."""
+        return self.tokenizer.language_pair(
+            LanguagePair(source, target), LanguagePair(self.card.source_language, self.card.target_language)
+        )
+
+    def language_prefix(self, target_language: str | None, output: list[int] | None = None) -> list[int]:
+        """What the output starts with: a many-language model's target code, unless ``output`` has one."""
+        return self.tokenizer.forced_start(self.languages(None, target_language).target, output or [])
 
     def target_ids(self, text: str, room: int) -> list[int]:
         return self.tokenizer.encode(clean_text(text), "target")[:room]
@@ -124,34 +124,6 @@ class Translator:
                 self._cpu_copy = copy.deepcopy(self.model).to("cpu")
             return self._cpu_copy
 
-    def _generate(
-        self,
-        model: Transformer,
-        device: torch.device,
-        sources: list[list[int]],
-        beam_size: int,
-        max_new_tokens: int | None,
-        prefix: list[int] | None,
-        *,
-        encoded: Encoded | None = None,
-        scoring: Scoring | None = None,
-        sampling: Sampling | None = None,
-    ) -> list[list[int]]:
-        width = max(len(ids) for ids in sources)
-        src = torch.full((len(sources), width), self.config.source_pad_id, dtype=torch.long)
-        for row, ids in enumerate(sources):
-            src[row, : len(ids)] = torch.tensor(ids)
-        src = src.to(device)
-        scoring = scoring or GNMT_SCORING
-        if sampling is not None:
-            return sample_decode(
-                model, src, sampling, max_new_tokens=max_new_tokens, prefix=prefix, encoded=encoded, scoring=scoring
-            )
-        if beam_size <= 1:
-            return greedy_decode(model, src, max_new_tokens, prefix, encoded, scoring)
-        hypotheses = beam_search(model, src, beam_size, max_new_tokens, prefix, encoded, scoring=scoring)
-        return [hyps[0].tokens for hyps in hypotheses]
-
     def translate(
         self,
         text: str,
@@ -159,9 +131,16 @@ class Translator:
         max_new_tokens: int | None = None,
         scoring: Scoring | None = None,
         sampling: Sampling | None = None,
+        *,
+        languages: LanguagePair = NO_LANGUAGES,
     ) -> str:
         return self.translate_batch(
-            [text], beam_size=beam_size, max_new_tokens=max_new_tokens, scoring=scoring, sampling=sampling
+            [text],
+            beam_size=beam_size,
+            max_new_tokens=max_new_tokens,
+            scoring=scoring,
+            sampling=sampling,
+            languages=languages,
         )[0]
 
     def translate_batch(
@@ -172,25 +151,32 @@ class Translator:
         batch_size: int = DEFAULT_BATCH_SIZE,
         scoring: Scoring | None = None,
         sampling: Sampling | None = None,
+        *,
+        languages: LanguagePair = NO_LANGUAGES,
     ) -> list[str]:
         """Translate many sentences, batching similar lengths together; ``scoring``: how a search ranks and stops
         (None: ours; ``Scoring(alpha=...)`` another length penalty; ``authors_decoding.scoring`` the authors').
         ``sampling``: draw each token (model.decoding.Sampling) instead of searching; ``beam_size`` is then not
-        used, and a batch's sentences draw in turn from the one seeded stream."""
-        sources = [self.source_ids(text).ids for text in texts]
+        used, and a batch's sentences draw in turn from the one seeded stream. ``languages``: a many-language model's
+        source and target codes (None: the card's); the target's code is the first output token, forced, and counted
+        in ``max_new_tokens`` as generate counts it."""
+        sources = [self.source_ids(text, languages[0]).ids for text in texts]
+        prefix = self.language_prefix(languages[1])
         if max_new_tokens is None and self.authors_limit is not None:  # else each sentence's own default (row_limits)
             max_new_tokens = min(self.authors_limit, self.config.max_sequence_tokens)
+        if max_new_tokens and prefix:
+            max_new_tokens = max(1, max_new_tokens - len(prefix))
         order = sorted(range(len(texts)), key=lambda i: len(sources[i]))
         results: list[str] = [""] * len(texts)
         for start in range(0, len(order), batch_size):
             chunk = order[start : start + batch_size]
             chunk_sources = [sources[i] for i in chunk]
             generate = partial(
-                self._generate,
+                search_batch,
                 sources=chunk_sources,
                 beam_size=beam_size,
                 max_new_tokens=max_new_tokens,
-                prefix=None,
+                prefix=prefix,
                 scoring=scoring,
                 sampling=sampling,
             )
@@ -199,7 +185,7 @@ class Translator:
                 results[index] = self.tokenizer.decode(ids, "target")
         return results
 
-    def trace(
+    def trace(  # noqa: PLR0913 (keyword options of the public API, each with its default)
         self,
         text: str,
         beam_size: int = DEFAULT_BEAM_SIZE,
@@ -212,6 +198,7 @@ class Translator:
         prefix_ids: list[int] | None = None,
         scoring: Scoring | None = None,
         sampling: Sampling | None = None,
+        languages: LanguagePair = NO_LANGUAGES,
     ) -> Trace:
         """Translate (or, with ``target``, teacher-force) one sentence and record every step.
 
@@ -222,6 +209,9 @@ class Translator:
         search hypothesis or a what-if fork. ``scoring``: how the search ranks, stops and ends (None: ours);
         ``authors_decoding`` gives an imported model's with its beam size and limit. ``sampling``: each token is
         drawn (model.decoding.Sampling; ``beam_size`` is then not used), the same seed giving the same trace.
+        ``languages``: a many-language model's source and target codes (None: the card's); the output
+        then starts with the target's code, forced as generate's ``forced_bos_token_id`` forces it (the first of
+        ``settings.prefix_ids``, or of ``target_ids``), and counted in ``max_new_tokens`` as generate counts it.
         """
         if target is not None and target_ids is not None:
             raise ValueError("give target or target_ids, not both")
@@ -238,8 +228,14 @@ class Translator:
             prefix_ids = self._checked_output(prefix_ids, "prefix_ids")
         else:
             prefix_ids = self.target_ids(prefix, room - 1) if prefix else []
+        source_language, target_language = self.languages(*languages)
         if target_ids is not None:
+            target_ids = self.language_prefix(target_language, target_ids) + target_ids
             sampling = None  # the output is given: nothing is drawn
+        language = self.language_prefix(target_language, prefix_ids)
+        if language and max_new_tokens:
+            max_new_tokens = max(1, max_new_tokens - len(language))
+        prefix_ids = language + prefix_ids
         settings = TraceSettings(
             mode=search_mode(beam_size, sampling) if target_ids is None else "forced",
             beam_size=1 if sampling else beam_size,
@@ -251,6 +247,8 @@ class Translator:
             prefix_ids=prefix_ids,
             scoring=scoring,
             sampling=sampling,
+            source_language=source_language,
+            target_language=target_language,
         )
         trace, notice = self.run(lambda m, d: self._trace_on(m, d, text, settings))
         trace.outcome.notice = notice
@@ -296,6 +294,8 @@ class Translator:
             prefix_ids=prefix_ids,
             scoring=asked.scoring,
             sampling=asked.sampling,
+            source_language=asked.source_language,
+            target_language=asked.target_language,
         )
         forked, notice = self.run(lambda m, d: self._trace_on(m, d, original.source_text, settings))
         forked.outcome.notice = notice
@@ -309,6 +309,7 @@ class Translator:
         max_new_tokens: int | None = None,
         prefix_ids: list[int] | None = None,
         scoring: Scoring | None = None,
+        languages: LanguagePair = NO_LANGUAGES,
     ) -> BeamTree:
         """The search behind ``trace(text, beam_size, max_new_tokens)``: every hypothesis it examined, as plain data.
 
@@ -317,8 +318,12 @@ class Translator:
         exactly beam search's result (the first one is the trace's translation). Draw it with
         ``viz.beam.beam_tree_figure``; see one node's attention with ``beam_node_trace``.
         """
-        source = self.source_ids(text)
+        source = self.source_ids(text, languages[0])
         prefix_ids = self._checked_output(prefix_ids or [], "prefix_ids")
+        language = self.language_prefix(languages[1], prefix_ids)
+        if language and max_new_tokens:
+            max_new_tokens = max(1, max_new_tokens - len(language))
+        prefix_ids = language + prefix_ids
         if prefix_ids[-1:] == [self.config.eos_id]:
             raise ValueError("prefix_ids ends with EOS: there is nothing left to search")
         scoring = scoring or GNMT_SCORING
@@ -331,6 +336,7 @@ class Translator:
         tree.source_ids = source.ids
         tree.source_pieces = self.tokenizer.pieces(source.ids, "source")
         tree.prefix_pieces = self.tokenizer.pieces(prefix_ids, "target")
+        tree.source_language, tree.target_language = self.languages(*languages)
         return tree
 
     def _beam_tree_on(
@@ -358,7 +364,13 @@ class Translator:
         """
         if not 0 < node_id < len(tree.nodes):
             raise ValueError(f"node_id must be in 1..{len(tree.nodes) - 1} (0 is the root), not {node_id}")
-        trace = self.trace(tree.source_text, beam_size=tree.beam_size, top_k=top_k, target_ids=tree.sequence(node_id))
+        trace = self.trace(
+            tree.source_text,
+            beam_size=tree.beam_size,
+            top_k=top_k,
+            target_ids=tree.sequence(node_id),
+            languages=LanguagePair(tree.source_language, tree.target_language),
+        )
         trace.outcome.beam_node = node_id
         return trace
 
@@ -366,14 +378,16 @@ class Translator:
         self, model: Transformer, source_length: int, max_new_tokens: int | None, prefix: list[int]
     ) -> int:
         """Tokens decoding may add after the prefix: ``max_new_tokens`` (None: the model authors' limit, else the
-        default), within the model's positions."""
+        default; a many-language model's forced language code counts in either, as generate counts it), within the
+        model's positions."""
         if max_new_tokens is None:
             max_new_tokens = self.authors_limit or default_max_new_tokens(model, source_length, len(prefix))
+            max_new_tokens -= 1 if self.language_prefix(None, prefix) == [] and self.tokenizer.languages else 0
         return min(max_new_tokens, self.config.max_sequence_tokens - len(prefix))
 
     def _trace_on(self, model: Transformer, device: torch.device, text: str, settings: TraceSettings) -> Trace:
         config, scoring, prefix_ids = self.config, settings.scoring, settings.prefix_ids
-        source = self.source_ids(text)
+        source = self.source_ids(text, settings.source_language)
         encoder_pass = encode_captured(model, source.ids)  # the sentence's one encoder pass
         limit = 0  # tokens decoding could add: none when teacher-forced
         if settings.target_ids is not None:
@@ -382,7 +396,7 @@ class Translator:
             limit = self._output_limit(model, len(source.ids), settings.max_new_tokens, prefix_ids)
             if limit > 0 and prefix_ids[-1:] != [config.eos_id]:
                 encoded = encoder_pass.encoded
-                output = self._generate(
+                output = search_batch(
                     model,
                     device,
                     [source.ids],

@@ -92,9 +92,9 @@ def write_separate_tokenizer_files(folder: Path) -> tuple[dict[str, int], dict[s
 
 
 def run_importer(*args: str) -> subprocess.CompletedProcess:
-    """``python -m model.import_marian ARGS`` from the repository root."""
+    """``python -m model.import_hf ARGS`` from the repository root (the converter of every family, Marian's too)."""
     return subprocess.run(
-        [sys.executable, "-m", "model.import_marian", *map(str, args)], cwd=REPO, capture_output=True, text=True
+        [sys.executable, "-m", "model.import_hf", *map(str, args)], cwd=REPO, capture_output=True, text=True
     )
 
 
@@ -119,11 +119,11 @@ def logits_of_both(folder: Path, out: Path, sentence: str):
     import transformers
 
     from model import load_checkpoint
-    from model.interop.marian import import_marian
+    from model.interop.huggingface import import_hf
 
     hf_model = transformers.MarianMTModel.from_pretrained(folder).eval()
     hf_tokenizer = transformers.MarianTokenizer.from_pretrained(folder)
-    ours = load_checkpoint(import_marian(folder, out), "cpu").model
+    ours = load_checkpoint(import_hf(folder, out), "cpu").model
     src = torch.tensor([hf_tokenizer(sentence).input_ids])
     target = hf_tokenizer(text_target=german(sentence)).input_ids
     tgt = torch.tensor([[hf_model.config.decoder_start_token_id, *target[:-1]]])

@@ -62,8 +62,17 @@ def reference_points(model: Transformer, src: torch.Tensor, tgt: torch.Tensor) -
         table = stack.embed.embedding.weight
         scale = math.sqrt(config.d_model) if config.scale_embedding else 1.0
         embedded = points[f"{name}.hook_embed"] = F.embedding(ids, table) * scale
-        points[f"{name}.hook_embed_pos"] = embedded + stack.positional.encoding[: ids.size(1)]
-        return points[f"{name}.hook_embed_pos"]
+        offset = config.position_offset
+        positions = stack.positional.encoding[offset : offset + ids.size(1)].expand_as(embedded)
+        if config.positions_skip_padding:  # padding (never the decoder's start token) gets no position
+            padding = ids == (config.source_pad_id if name == "encoder" else config.pad_id)
+            padding[:, 0] &= name == "encoder"
+            positions = positions * ~padding[..., None]
+        summed = points[f"{name}.hook_embed_pos"] = embedded + positions
+        if stack.embedding_norm is None:
+            return summed
+        points[f"{name}.embedding_norm.hook_out"] = norm(stack.embedding_norm, summed)
+        return points[f"{name}.embedding_norm.hook_out"]
 
     def finish(stack, x, name):
         if stack.norm is not None:

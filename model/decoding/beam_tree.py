@@ -58,6 +58,8 @@ class BeamTree:
     source_ids: list[int] = field(default_factory=list)
     source_pieces: list[str] = field(default_factory=list)
     prefix_pieces: list[str] = field(default_factory=list)
+    source_language: str | None = None  # a many-language model's codes the search read and wrote
+    target_language: str | None = None
 
     def path(self, node_id: int) -> list[BeamNode]:
         """The nodes from the root's first child down to ``node_id``."""

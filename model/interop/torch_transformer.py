@@ -249,11 +249,23 @@ def import_torch(
 
 def export_torch(model: Transformer) -> Seq2SeqTransformer:
     """A tutorial-style Seq2SeqTransformer with this model's weights (same outputs)."""
-    if model.config.positional_encoding == "learned":
+    config = model.config
+    if config.positional_encoding == "learned":
         raise ValueError(
             "a learned positional encoding cannot be exported: the tutorial's stacks share one fixed table"
         )
-    module = Seq2SeqTransformer(model.config)
+    unexportable = [
+        name
+        for name, value in (
+            ("embedding_norm", config.embedding_norm),
+            ("position_offset", config.position_offset),
+            ("positions_skip_padding", config.positions_skip_padding),
+        )
+        if value
+    ]
+    if unexportable:
+        raise ValueError(f"{', '.join(unexportable)} cannot be exported: the tutorial's stacks have no such option")
+    module = Seq2SeqTransformer(config)
     _copy_weights(model, module, to_torch=True)
     with torch.no_grad():
         module.positional_encoding.pos_embedding.copy_(model.encoder.positional.encoding.unsqueeze(-2))

@@ -22,6 +22,23 @@ TARGET = torch.tensor([[2, 13, 14, 15], [2, 16, 17, 18]])
 ARCHITECTURES = {
     "post_norm": {},
     "pre_norm_final_norm": {"norm_first": True, "final_norm": True, "activation": "gelu"},
+    # mBART-50's switches (model/interop/bart_family.py): an embedding norm, learned positions from row 2
+    "mbart": {
+        "norm_first": True,
+        "final_norm": True,
+        "embedding_norm": True,
+        "positional_encoding": "learned",
+        "position_offset": 2,
+        "final_logits_bias": True,
+    },
+    # M2M100's and NLLB's: fairseq's sinusoids from row padding id + 1, padding without a position
+    "m2m100": {
+        "norm_first": True,
+        "final_norm": True,
+        "positional_layout": "fairseq",
+        "position_offset": 1,
+        "positions_skip_padding": True,
+    },
 }
 
 

@@ -2,7 +2,7 @@
 
 Everything is built offline by the marian fixture (tests/conftest.py): two SentencePiece models trained on
 toy text, a joint vocab.json, a MarianTokenizer and a random MarianMTModel saved with save_pretrained, then
-converted with ``python -m model.import_marian``. transformers is a test-only dependency:
+converted with ``python -m model.import_hf`` (the converter of every family). transformers is a test-only dependency:
 without it these tests skip with the reason, except in CI (CI=true), where they fail. The imported
 model on the page: tests/explorer/test_marian.py.
 """
@@ -23,7 +23,7 @@ import torch
 from model import capture_attention, load_checkpoint
 from model.checkpoint import CheckpointError, read_card
 from model.decoding.search import greedy_decode
-from model.interop.marian import import_marian
+from model.interop.huggingface import import_hf
 from model.tokenizer import Tokenizer
 from tests.helpers import REPO
 from tests.marian_helpers import assert_attention_equal, german, logits_of_both, run_importer, write_tokenizer_files
@@ -136,7 +136,7 @@ def test_card_and_config_record_the_source_and_its_generation_defaults(marian):
 
 def test_fp16_output_is_half_the_size_and_close(marian, tmp_path):
     _, hf_tokenizer, source, out = marian
-    half = import_marian(source, tmp_path / "half", fp16=True)
+    half = import_hf(source, tmp_path / "half", fp16=True)
     assert (half / "model.safetensors").stat().st_size < 0.6 * (out / "model.safetensors").stat().st_size
     full_model = load_checkpoint(out, "cpu").model
     src = torch.tensor([hf_tokenizer(SENTENCES[0]).input_ids])
@@ -178,8 +178,24 @@ def test_other_architectures_are_refused_naming_the_supported_one(marian, tmp_pa
     config = json.loads((folder / "config.json").read_text())
     config.update(model_type="bart", architectures=["BartForConditionalGeneration"])
     (folder / "config.json").write_text(json.dumps(config))
-    with pytest.raises(CheckpointError, match="bart.*supported: MarianMTModel"):
-        import_marian(folder, tmp_path / "out")
+    with pytest.raises(CheckpointError, match="'bart': BART's tokenizer is byte-level BPE.*supported: marian"):
+        import_hf(folder, tmp_path / "out")
+    config.update(model_type="marian", architectures=["MarianForCausalLM"])
+    (folder / "config.json").write_text(json.dumps(config))
+    with pytest.raises(CheckpointError, match="MarianForCausalLM is not supported; supported: MarianMTModel"):
+        import_hf(folder, tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_old_command_name_still_converts(marian, tmp_path):
+    result = subprocess.run(
+        [sys.executable, "-m", "model.import_marian", str(marian[2]), str(tmp_path / "out")],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "2+3 layers" in result.stdout and (tmp_path / "out" / "model.safetensors").is_file()
 
 
 @pytest.mark.parametrize("missing", ["source.spm", "target.spm", "vocab.json"])
@@ -187,7 +203,7 @@ def test_missing_tokenizer_files_are_refused(marian, tmp_path, missing):
     folder = shutil.copytree(marian[2], tmp_path / "source")
     (folder / missing).unlink()
     with pytest.raises(CheckpointError, match=f"tokenizer files missing: {missing}"):
-        import_marian(folder, tmp_path / "out")
+        import_hf(folder, tmp_path / "out")
 
 
 @pytest.mark.parametrize(
@@ -209,7 +225,7 @@ def test_configs_the_weights_or_our_model_cannot_follow_are_refused(marian, tmp_
     config.update(change)
     (folder / "config.json").write_text(json.dumps(config))
     with pytest.raises(CheckpointError, match=message):
-        import_marian(folder, tmp_path / "out")
+        import_hf(folder, tmp_path / "out")
     assert not (tmp_path / "out").exists()
 
 
@@ -221,7 +237,7 @@ def test_an_existing_output_folder_is_not_overwritten(marian, tmp_path):
 
 def test_the_importer_never_imports_transformers(marian, tmp_path):
     code = (
-        "import sys; from model.interop.marian import main; "
+        "import sys; from model.interop.huggingface import main; "
         f"main([{str(marian[2])!r}, {str(tmp_path / 'out')!r}]); "
         "assert 'transformers' not in sys.modules, 'transformers was imported'"
     )
@@ -255,7 +271,7 @@ def test_sharded_safetensors_import_the_same_weights(marian, tmp_path):
     hf_model.save_pretrained(sharded, max_shard_size="50KB")
     hf_tokenizer.save_pretrained(sharded)
     assert (sharded / "model.safetensors.index.json").is_file() and not (sharded / "model.safetensors").exists()
-    imported = load_checkpoint(import_marian(sharded, tmp_path / "out"), "cpu").model.state_dict()
+    imported = load_checkpoint(import_hf(sharded, tmp_path / "out"), "cpu").model.state_dict()
     expected = load_checkpoint(out, "cpu").model.state_dict()
     assert imported.keys() == expected.keys()
     assert all(torch.equal(imported[key], expected[key]) for key in expected)
@@ -268,7 +284,7 @@ def test_a_config_without_a_needed_key_is_refused_by_name(marian, tmp_path, key)
     del config[key]
     (folder / "config.json").write_text(json.dumps(config))
     with pytest.raises(CheckpointError, match=rf"config\.json: no {key}: a MarianConfig names every one of them"):
-        import_marian(folder, tmp_path / "out")
+        import_hf(folder, tmp_path / "out")
 
 
 def with_stored_positions(folder: Path, table: torch.Tensor) -> None:
@@ -287,7 +303,7 @@ def test_a_stored_positional_table_is_checked_against_the_computed_one(marian, t
     hugging_faces = hf_model.model.encoder.embed_positions.weight.detach().float()  # what transformers computes
     folder = shutil.copytree(marian[2], tmp_path / "source")
     with_stored_positions(folder, hugging_faces)
-    imported = load_checkpoint(import_marian(folder, tmp_path / "same"), "cpu").model.state_dict()
+    imported = load_checkpoint(import_hf(folder, tmp_path / "same"), "cpu").model.state_dict()
     expected = load_checkpoint(marian[3], "cpu").model.state_dict()
     assert all(torch.equal(imported[key], expected[key]) for key in expected)  # accepted, and nothing else changes
 
@@ -295,10 +311,10 @@ def test_a_stored_positional_table_is_checked_against_the_computed_one(marian, t
     learned[3, 0] += 0.01  # a table that is not the sinusoids (e.g. learned positions)
     with_stored_positions(folder, learned)
     with pytest.raises(CheckpointError, match=r"model\.safetensors: model\.encoder\.embed_positions\.weight differs"):
-        import_marian(folder, tmp_path / "learned")
+        import_hf(folder, tmp_path / "learned")
     with_stored_positions(folder, hugging_faces[:10])
     with pytest.raises(CheckpointError, match=r"embed_positions\.weight: shape \(10, 32\), but the config gives"):
-        import_marian(folder, tmp_path / "short")
+        import_hf(folder, tmp_path / "short")
 
 
 def test_every_dropout_of_the_config_is_mapped(marian, tmp_path):
@@ -306,7 +322,7 @@ def test_every_dropout_of_the_config_is_mapped(marian, tmp_path):
     config = json.loads((folder / "config.json").read_text())
     config.update(dropout=0.1, attention_dropout=0.05, activation_dropout=0.2)
     (folder / "config.json").write_text(json.dumps(config))
-    imported = load_checkpoint(import_marian(folder, tmp_path / "out"), "cpu").config
+    imported = load_checkpoint(import_hf(folder, tmp_path / "out"), "cpu").config
     assert (imported.dropout, imported.attention_dropout_p, imported.activation_dropout_p) == (0.1, 0.05, 0.2)
 
 
@@ -397,4 +413,4 @@ def test_an_untied_config_without_its_output_projection_is_refused(marian, tmp_p
     with pytest.raises(
         CheckpointError, match=r"model\.safetensors: no lm_head\.weight, but tie_word_embeddings is false"
     ):
-        import_marian(folder, tmp_path / "out")
+        import_hf(folder, tmp_path / "out")

@@ -23,7 +23,7 @@ from model.decoding.authors import authors_decoding
 from model.decoding.sampling import sampling_scores
 from model.decoding.scoring import Scoring
 from model.decoding.search import beam_search, greedy_decode
-from model.interop.marian import import_marian
+from model.interop.huggingface import import_hf
 from tests.marian_helpers import transformers_or_skip
 
 SENTENCES = [
@@ -66,7 +66,7 @@ def ending(marian, tmp_path_factory):
         "pad_token_id": pad,
     }
     folder = with_eos_bias(source, work / "source", 5.5, authors)
-    out = import_marian(folder, work / "imported")
+    out = import_hf(folder, work / "imported")
     model = transformers.MarianMTModel.from_pretrained(folder).eval()
     return model, hf_tokenizer, load_checkpoint(out, "cpu"), authors
 

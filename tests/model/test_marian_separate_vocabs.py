@@ -20,7 +20,7 @@ import torch
 from model import capture_attention, load_checkpoint
 from model.checkpoint import CheckpointError, read_card, save_checkpoint
 from model.config import TransformerConfig
-from model.interop.marian import import_marian
+from model.interop.huggingface import import_hf
 from model.tokenizer import Tokenizer
 from model.training.data import encode_examples
 from model.training.validation import validation_loss
@@ -258,7 +258,7 @@ def test_a_folder_whose_vocabularies_and_config_disagree_is_refused_naming_the_f
     folder = shutil.copytree(marian_separate[2], tmp_path / "source")
     change(folder)
     with pytest.raises(CheckpointError, match=message):
-        import_marian(folder, tmp_path / "out")
+        import_hf(folder, tmp_path / "out")
     assert not (tmp_path / "out").exists()
 
 

@@ -16,12 +16,13 @@ import pytest
 import torch
 
 from model import load_checkpoint
+from model import translator as translator_module
 from model.decoding.scoring import DEFAULT_ALPHA, Scoring
 from model.decoding.search import beam_search, greedy_decode
-from model.tokenizer import Tokenizer
+from model.tokenizer import Tokenizer, clean_text
 from model.trace import DEFAULT_TOP_K, Fork, Trace, TraceOutcome
 from model.transformer import Transformer
-from model.translator import OOM_NOTICE, Translator, clean_text
+from model.translator import OOM_NOTICE, Translator
 from tests.helpers import REPO, SENTENCE, small_config
 
 CHECKPOINTS = REPO / "checkpoints"
@@ -88,6 +89,8 @@ def test_trace_records_mode_beam_size_limits_and_the_model(toy):
         "prefix_ids": [],
         "scoring": None,
         "sampling": None,
+        "source_language": None,
+        "target_language": None,
     }
     assert greedy.outcome == TraceOutcome(truncated=False, source_pieces_before_truncation=5, cut_off=False)
     beam = toy.trace("a b c d e", beam_size=2, max_new_tokens=8, top_k=3)
@@ -257,13 +260,13 @@ def test_target_text_and_pieces_use_the_target_vocabulary(split):
 def test_translate_batch_groups_similar_lengths_and_keeps_the_order(toy, monkeypatch):
     texts = ["a b c d e f g", "a b c", "a b c d e f", "a b c d"]
     batches = []
-    generate = toy._generate
+    generate = translator_module.search_batch
 
     def spy(model, device, sources, *args, **kwargs):
         batches.append([len(ids) for ids in sources])
         return generate(model, device, sources, *args, **kwargs)
 
-    monkeypatch.setattr(toy, "_generate", spy)
+    monkeypatch.setattr(translator_module, "search_batch", spy)
     assert toy.translate_batch(texts, beam_size=2, batch_size=2) == ["g f e d c b a", "c b a", "f e d c b a", "d c b a"]
     assert batches == [[4, 5], [7, 8]]  # shortest first, two at a time, each sentence once (ids with EOS)
 
@@ -286,7 +289,7 @@ def test_translate_trace_and_beam_tree_run_on_the_translators_device(toy, monkey
 
         return spy
 
-    monkeypatch.setattr(translator, "_generate", on_the_cpu(translator._generate))
+    monkeypatch.setattr(translator_module, "search_batch", on_the_cpu(translator_module.search_batch))
     monkeypatch.setattr(translator, "_beam_tree_on", on_the_cpu(translator._beam_tree_on))
     assert translator.translate("a b c", beam_size=2) == "c b a"
     assert translator.trace("a b c", beam_size=1).translation == "c b a"

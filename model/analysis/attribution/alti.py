@@ -154,7 +154,7 @@ def alti_plus(
     tgt = torch.tensor([decoder_input], dtype=torch.long, device=device)
     encoder, decoder = model.encoder, model.decoder
     per_block: dict[str, list[torch.Tensor]] = {kind: [] for kind in ATTENTION_KINDS}
-    x = encoder.positional(encoder.embed(src))[0]
+    x = encoder.embed_positions(src)[0]
     source_self = torch.eye(len(source_ids), dtype=torch.float64, device=device)
     for layer in encoder.layers:
         contributions, _ = block("encoder_self", layer.self_attn, layer.norm1, x, None, causal=False)
@@ -162,7 +162,7 @@ def alti_plus(
         source_self = contributions @ source_self
         x = layer(x[None], None)[0]
     memory = encoder.norm(x) if encoder.norm is not None else x
-    y = decoder.positional(decoder.embed(tgt))[0]
+    y = decoder.embed_positions(tgt)[0]
     target_self = torch.eye(len(decoder_input), dtype=torch.float64, device=device)
     target_source = torch.zeros(len(decoder_input), len(source_ids), dtype=torch.float64, device=device)
     for layer in decoder.layers:
