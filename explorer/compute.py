@@ -10,12 +10,14 @@ their fields).
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import streamlit as st
 import torch
@@ -42,6 +44,7 @@ from model.analysis.samples import Draw, SampleTable, explain_sampled_trace, sam
 from model.analysis.word_order import WordOrderComparison, compare_word_order
 from model.checkpoint import CheckpointEntry, read_config, scan_checkpoints
 from model.decoding.beam_tree import BeamTree
+from model.decoding.languages import NO_LANGUAGES, LanguagePair, using_languages
 from model.decoding.sampling import Sampling
 from model.decoding.scoring import Scoring
 from model.heads import HeadRef
@@ -55,6 +58,7 @@ CHECKPOINTS_ENV = "ATTENTION_EXPLORER_CHECKPOINTS"  # read checkpoints from here
 REPO = Path(__file__).resolve().parents[1]
 
 Stamp = tuple[tuple[str, float], ...]
+Result = TypeVar("Result")
 
 
 def checkpoints_dir() -> Path:
@@ -101,6 +105,7 @@ class TraceKey:
     target_ids: tuple[int, ...] | None = None
     scoring: Scoring | None = None  # None: our search; else e.g. the model's authors' (model.decoding.authors)
     sampling: Sampling | None = None  # each token drawn instead of searched
+    languages: LanguagePair = NO_LANGUAGES  # a many-language model's pair; every call on this key reads it
 
     def free(self) -> TraceKey:
         """The same sentence and settings, translated by the model itself."""
@@ -109,6 +114,18 @@ class TraceKey:
     def with_text(self, text: str) -> TraceKey:
         """Another sentence with the same model and decoding settings, translated by the model itself."""
         return replace(self.free(), text=text)
+
+
+def in_its_languages(compute: Callable[..., Result]) -> Callable[..., Result]:
+    """``compute(key, ...)`` run with the key's languages for every call in it (the trace's, and those of the
+    analyses that translate again): under st.cache_data, so the cache keys on the languages and runs once."""
+
+    @functools.wraps(compute)
+    def in_languages(key: TraceKey, *args: Any, **kwargs: Any) -> Result:
+        with using_languages(key.languages):
+            return compute(key, *args, **kwargs)
+
+    return in_languages
 
 
 @st.cache_data(show_spinner="Checking checkpoint folders…")
@@ -147,6 +164,7 @@ def source_words(key: ModelKey) -> SourceWords | None:
 
 
 @st.cache_data(show_spinner="Translating…", max_entries=256)
+@in_its_languages
 def compute_trace(key: TraceKey) -> Trace:
     return load_translator(key.model).trace(
         key.text,
@@ -160,12 +178,14 @@ def compute_trace(key: TraceKey) -> Trace:
 
 
 @st.cache_data(show_spinner=False, max_entries=256)
+@in_its_languages
 def compute_draws(key: TraceKey) -> list[Draw]:
     """How each token of the page's sampled trace was drawn (model.analysis.samples.explain_sampled_trace)."""
     return explain_sampled_trace(load_translator(key.model), compute_trace(key))
 
 
 @st.cache_data(show_spinner="Sampling…", max_entries=64)
+@in_its_languages
 def compute_samples(key: TraceKey, draws: int) -> SampleTable:
     """The page's sentence sampled ``draws`` times with its sampling settings, beside greedy and beam search."""
     if key.sampling is None:
@@ -181,32 +201,38 @@ def compute_samples(key: TraceKey, draws: int) -> SampleTable:
 
 
 @st.cache_data(show_spinner="Decoding the what-if…", max_entries=256)
+@in_its_languages
 def compute_fork(key: TraceKey, step: int, token: int | str) -> Trace:
     """The page's trace forked at ``step`` with ``token`` (an id from its top-k, or a typed word)."""
     return load_translator(key.model).fork(compute_trace(key), step, token)
 
 
 @st.cache_data(show_spinner="Searching…", max_entries=64)
+@in_its_languages
 def compute_beam_tree(key: TraceKey, beam_size: int) -> BeamTree:
     return load_translator(key.model).beam_tree(key.text, beam_size, key.max_new_tokens, scoring=key.scoring)
 
 
 @st.cache_data(show_spinner="Reading the beam…", max_entries=256)
+@in_its_languages
 def compute_beam_node_trace(key: TraceKey, beam_size: int, node_id: int) -> Trace:
     return load_translator(key.model).beam_node_trace(compute_beam_tree(key, beam_size), node_id)
 
 
 @st.cache_data(show_spinner="Opening the head…", max_entries=256)
+@in_its_languages
 def compute_stages(key: TraceKey, module_name: str, head: int, step: int) -> AttentionStages:
     return attention_stages(load_translator(key.model), compute_trace(key), module_name, head, step)
 
 
 @st.cache_data(show_spinner="Attributing…", max_entries=256)
+@in_its_languages
 def compute_attribution(key: TraceKey, method: str) -> Attribution:
     return attribute(load_translator(key.model), compute_trace(key), method)
 
 
 @st.cache_data(show_spinner=False, max_entries=16)
+@in_its_languages
 def compute_activations(key: TraceKey) -> Activations:
     """Every box of Figure 1 for the page's trace (model.analysis.activations.trace_activations), for the views of the
     boxes. Few are kept: one holds every hook point of the sentence (megabytes for a model of opus-mt's size)."""
@@ -214,6 +240,7 @@ def compute_activations(key: TraceKey) -> Activations:
 
 
 @st.cache_data(show_spinner=False, max_entries=256)
+@in_its_languages
 def compute_box_numbers(key: TraceKey) -> dict[str, list[float]]:
     """The map's live number of each box for the page's trace (model.analysis.figure_one.box_numbers). Read off an
     uncached pass: the map is drawn for every sentence typed, and only its numbers are kept."""
@@ -223,6 +250,7 @@ def compute_box_numbers(key: TraceKey) -> dict[str, list[float]]:
 
 
 @st.cache_data(show_spinner="Reading each layer…", max_entries=64)
+@in_its_languages
 def compute_lens(key: TraceKey) -> LogitLens:
     return logit_lens(load_translator(key.model), compute_trace(key))
 
@@ -234,12 +262,14 @@ def compute_unit_examples(key: ModelKey, sentences: tuple[str, ...], stack: str,
 
 
 @st.cache_data(max_entries=256)
+@in_its_languages
 def trace_statistics(key: TraceKey) -> list[dict[str, Any]]:
     """Every head's statistics over the page's trace (what the attention views show)."""
     return trace_head_statistics(compute_trace(key))
 
 
 @st.cache_data(show_spinner=False, max_entries=4096)
+@in_its_languages
 def sentence_statistics(key: TraceKey) -> list[dict[str, Any]]:
     """One sentence of an uploaded file: its statistics table (small), cached per sentence."""
     translator = load_translator(key.model)
@@ -261,6 +291,7 @@ def readable_head(key: ModelKey, examples: tuple[str, ...]) -> tuple[int, int]:
 
 
 @st.cache_data(show_spinner="Switching heads off…", max_entries=256)
+@in_its_languages
 def compute_ablation(key: TraceKey, heads: tuple[HeadRef, ...], mode: str) -> AblationComparison:
     translator = load_translator(key.model)
     return compare_ablation(
@@ -276,6 +307,7 @@ def compute_ablation(key: TraceKey, heads: tuple[HeadRef, ...], mode: str) -> Ab
 
 
 @st.cache_data(show_spinner="Ranking the heads…", max_entries=256)
+@in_its_languages
 def compute_importance(key: TraceKey, mode: str) -> HeadImportance:
     """Every head's importance for the model's own translation (the cached free trace: no second translation)."""
     own = compute_trace(key.free())
@@ -283,6 +315,7 @@ def compute_importance(key: TraceKey, mode: str) -> HeadImportance:
 
 
 @st.cache_data(show_spinner="Translating without word order…", max_entries=256)
+@in_its_languages
 def compute_word_order(key: TraceKey, experiment: str, stacks: tuple[str, ...], seed: int) -> WordOrderComparison:
     translator = load_translator(key.model)
     return compare_word_order(

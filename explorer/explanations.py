@@ -27,6 +27,11 @@ EXPLANATIONS: dict[str, str] = {
         "such as >>fr<< for French. The code picked here is put in front of your sentence (you see it as the first "
         "source piece); a sentence that starts with its own code keeps it."
     ),
+    "languages": (
+        "This model translates between many languages. It reads the source language's code with your sentence (the "
+        "first source piece, or the last) and is made to write the target language's code first: that first output "
+        "token is forced, not chosen, as Hugging Face's generate forces it (forced_bos_token_id)."
+    ),
     "encoder_self": (
         "**Encoder self-attention.** Every source token builds its new representation as a weighted "
         "average of all source tokens. Row = the token that is updated (query), column = the token "

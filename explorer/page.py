@@ -12,9 +12,9 @@ from explorer.context import Handout, PageContext
 from explorer.explanations import CAVEAT, EXPLANATIONS
 from explorer.sidebar import (
     checkpoint_picker,
+    language_pickers,
     presenter_toggle,
     settings_controls,
-    target_language_picker,
 )
 from explorer.state import bind, presenting
 from explorer.widgets import show_figure
@@ -83,7 +83,7 @@ def unsuitable(translator: Translator, language: str | None, text: str) -> str:
     when the tokenizer has no piece for part of it (<unk>): the model would translate nothing real.
     """
     reads = translator.card.source_language
-    if language != reads:
+    if language != reads and translator.tokenizer.languages is None:  # a many-language model reads them all
         return f"this model reads {LANGUAGE_NAMES.get(reads, reads or 'another language')}"
     pieces = translator.tokenizer.pieces(translator.source_ids(text).ids)
     unknown = sum(piece == "<unk>" for piece in pieces)
@@ -131,7 +131,7 @@ def open_page() -> PageContext | None:
     assistive.skip_link()
     controls = presenter_toggle()
     entry, model_key, translator = checkpoint_picker()
-    language_code = target_language_picker(translator)
+    language_code, languages = language_pickers(translator)
     fit_sentence(translator)
     decoding, token_style = settings_controls(translator.config.max_len, translator.authors_decoding)
     with st.sidebar:
@@ -142,7 +142,8 @@ def open_page() -> PageContext | None:
         st.session_state.translation = ""
         st.info("Type a sentence in the box above (or pick an example) to see its translation and attention.")
         return None
-    if translator.tokenizer.language_codes() and not (language_code or starts_with_language_code(text)):
+    multi_target = translator.tokenizer.language_codes() and translator.tokenizer.languages is None
+    if multi_target and not (language_code or starts_with_language_code(text)):
         st.warning(NO_TARGET_LANGUAGE)
     text = with_language_code(text, language_code)
     trace_key = TraceKey(
@@ -153,6 +154,7 @@ def open_page() -> PageContext | None:
         target,
         scoring=decoding.scoring,
         sampling=decoding.sampling,
+        languages=languages,
     )
     trace = compute_trace(trace_key)
     if st.session_state.teacher_forcing and target is None:

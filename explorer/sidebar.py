@@ -34,9 +34,10 @@ from explorer.state import (
     bind,
     presenting,
 )
-from explorer.wording import DEVICE_NAMES, LANGUAGE_NAMES, describe_card, escape_markdown
+from explorer.wording import DEVICE_NAMES, LANGUAGE_NAMES, describe_card, escape_markdown, language_label
 from model.checkpoint import CheckpointEntry, read_card
 from model.decoding.authors import AuthorsDecoding
+from model.decoding.languages import NO_LANGUAGES, LanguagePair
 from model.decoding.sampling import Sampling
 from model.decoding.scoring import Scoring
 from model.translator import Translator
@@ -191,6 +192,26 @@ def target_language_picker(translator: Translator) -> str | None:
         help=EXPLANATIONS["target_language"],
     )
     return code or None
+
+
+def language_pickers(translator: Translator) -> tuple[str | None, LanguagePair]:
+    """A many-language model's source and target languages (URL: source_language, target_language), opening on the
+    card's pair; or a multi-target Marian model's ``>>xx<<`` code (target_language_picker). (Marian's code or None,
+    the pair or NO_LANGUAGES.)"""
+    languages = translator.tokenizer.languages
+    if languages is None:
+        return target_language_picker(translator), NO_LANGUAGES
+    codes = translator.tokenizer.language_codes()
+    card = translator.card
+    bind("source_language", card.source_language if card.source_language in codes else codes[0], codes)
+    bind("target_language", card.target_language if card.target_language in codes else codes[-1], codes)
+    pair = LanguagePair(
+        *(
+            st.sidebar.selectbox(label, codes, format_func=language_label, key=key, help=EXPLANATIONS["languages"])
+            for label, key in (("Source language", "source_language"), ("Target language", "target_language"))
+        )
+    )
+    return None, pair
 
 
 def settings_controls(positions: int, authors: AuthorsDecoding | None) -> tuple[Decoding, TokenStyle]:

@@ -136,7 +136,10 @@ SETTINGS: tuple[Setting, ...] = (
     # in the order they appear in the URL
     Setting("checkpoint", parse_text),
     Setting("sentence", parse_text),
-    Setting("target_language", parse_text),  # a multi-target model's ">>xx<<" code; choices given by the page
+    # a many-language model's source code; the target's, or a multi-target Marian model's ">>xx<<" code (choices
+    # given by the page)
+    Setting("source_language", parse_text),
+    Setting("target_language", parse_text),
     Setting("view", parse_kind_name),
     Setting("display", parse_text, "single", DISPLAYS),
     Setting("layer", int, 0),

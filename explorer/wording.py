@@ -37,6 +37,25 @@ LANGUAGE_NAMES = {
     "de": "German",
     "fr": "French",
     "cs": "Czech",
+    "es": "Spanish",
+    "it": "Italian",
+    "pt": "Portuguese",
+    "nl": "Dutch",
+    "ru": "Russian",
+    "uk": "Ukrainian",
+    "pl": "Polish",
+    "ro": "Romanian",
+    "sv": "Swedish",
+    "fi": "Finnish",
+    "el": "Greek",
+    "tr": "Turkish",
+    "ar": "Arabic",
+    "hi": "Hindi",
+    "zh": "Chinese",
+    "ja": "Japanese",
+    "ko": "Korean",
+    "vi": "Vietnamese",
+    "id": "Indonesian",
     # the toy checkpoints' synthetic "languages" (checkpoints/toy-*/card.json)
     "seq": "Symbol sequence",
     "copy": "The same sequence",
@@ -100,19 +119,43 @@ def pieces_markdown(pieces: Sequence[str]) -> str:
 
 def example_sentences(source_language: str | None) -> list[str]:
     """Examples in the checkpoint's source language (English when it is unknown)."""
-    return EXAMPLE_SENTENCES.get((source_language or "en").lower(), EXAMPLE_SENTENCES["en"])
+    language = (base_language(source_language) or "en").lower()
+    return EXAMPLE_SENTENCES.get(language, EXAMPLE_SENTENCES["en"])
+
+
+# the ISO 639-3 codes NLLB's codes start with ("eng_Latn"), of the languages named above
+ISO_639_3 = {
+    "eng": "en", "deu": "de", "fra": "fr", "ces": "cs", "spa": "es", "ita": "it", "por": "pt", "nld": "nl",
+    "rus": "ru", "ukr": "uk", "pol": "pl", "ron": "ro", "swe": "sv", "fin": "fi", "ell": "el", "tur": "tr",
+    "arb": "ar", "hin": "hi", "zho": "zh", "jpn": "ja", "kor": "ko", "vie": "vi", "ind": "id",
+}  # fmt: skip
+
+
+def base_language(code: str | None) -> str | None:
+    """A language code as the page's examples and names know it: mBART-50's "en_XX", NLLB's "eng_Latn" and
+    M2M100's "en" all read "en"; another code stays as it is."""
+    if not code:
+        return code
+    head = re.split(r"[_-]", code)[0]
+    return ISO_639_3.get(head, head)
+
+
+def language_label(code: str | None) -> str:
+    """A language code in words where it is a known one: "French (fra_Latn)", else the code."""
+    name = LANGUAGE_NAMES.get(base_language(code) or "")
+    return f"{name} ({code})" if name and name != code else (code or "another language")
 
 
 def card_examples(card: Card) -> list[str]:
     """The inputs a checkpoint's card lists under "examples" (the toy checkpoints), else example sentences in its
     source language."""
     usable = [example for example in card.examples or [] if example.strip()]
-    return usable or example_sentences(card.source_language)
+    return usable or example_sentences(base_language(card.source_language))
 
 
 def example_pairs(source_language: str | None) -> list[tuple[str, str]]:
     """Minimal pairs in the checkpoint's source language; none when there are none for it."""
-    return EXAMPLE_PAIRS.get((source_language or "en").lower(), [])
+    return EXAMPLE_PAIRS.get((base_language(source_language) or "en").lower(), [])
 
 
 def bleu_scores(card: Card) -> dict[str, float]:

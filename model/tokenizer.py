@@ -16,9 +16,11 @@ import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, NamedTuple, TypedDict
+from typing import Any, Literal, TypedDict
 
 import sentencepiece as spm
+
+from model.decoding.languages import LanguagePair
 
 # Special ids fixed at training time so that TransformerConfig's defaults match.
 PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
@@ -34,17 +36,6 @@ LANGUAGE_CODE = re.compile(r">>[A-Za-z0-9_]+<<")  # a multi-target MarianMT mode
 
 
 SpecialName = Literal["pad_id", "unk_id", "bos_id", "eos_id"]  # the keys of SpecialIds
-
-
-class LanguagePair(NamedTuple):
-    """A many-language model's (mBART-50, M2M100, NLLB) source and target language codes, e.g.
-    ``LanguagePair("eng_Latn", "deu_Latn")``; None: the model card's."""
-
-    source: str | None = None
-    target: str | None = None
-
-
-NO_LANGUAGES = LanguagePair()  # the card's pair (or none, for a model with one language pair)
 
 
 class SpecialIds(TypedDict):

@@ -17,12 +17,13 @@ from model.card import Card
 from model.decoding.authors import AuthorsDecoding, authors_decoding
 from model.decoding.batch import search_batch
 from model.decoding.beam_tree import BeamTree
+from model.decoding.languages import NO_LANGUAGES, LanguagePair, block_languages
 from model.decoding.passes import encode_captured, forced_pass
 from model.decoding.sampling import Sampling
 from model.decoding.scoring import GNMT_SCORING, Scoring
 from model.decoding.search import DEFAULT_BEAM_SIZE, beam_search_tree, default_max_new_tokens
 from model.decoding.whatif import fork_prefix, resolve_choice
-from model.tokenizer import NO_LANGUAGES, LanguagePair, Tokenizer, clean_text
+from model.tokenizer import Tokenizer, clean_text
 from model.trace import DEFAULT_TOP_K, Fork, Trace, TraceOutcome, TraceSettings
 from model.transformer import Transformer
 
@@ -89,10 +90,10 @@ class Translator:
         return SourceIds(framed, len(pieces) > room, len(pieces))
 
     def languages(self, source: str | None, target: str | None) -> LanguagePair:
-        """The language codes a call uses: those asked for, else the card's (Tokenizer.language_pair)."""
-        return self.tokenizer.language_pair(
-            LanguagePair(source, target), LanguagePair(self.card.source_language, self.card.target_language)
-        )
+        """The language codes a call uses: those asked for, else the block's (``using_languages``), else the card's."""
+        block = block_languages()
+        asked = LanguagePair(source or block.source, target or block.target)
+        return self.tokenizer.language_pair(asked, LanguagePair(self.card.source_language, self.card.target_language))
 
     def language_prefix(self, target_language: str | None, output: list[int] | None = None) -> list[int]:
         """What the output starts with: a many-language model's target code, unless ``output`` has one."""
@@ -377,9 +378,8 @@ class Translator:
     def _output_limit(
         self, model: Transformer, source_length: int, max_new_tokens: int | None, prefix: list[int]
     ) -> int:
-        """Tokens decoding may add after the prefix: ``max_new_tokens`` (None: the model authors' limit, else the
-        default; a many-language model's forced language code counts in either, as generate counts it), within the
-        model's positions."""
+        """Tokens decoding may add after the prefix: ``max_new_tokens`` (None: the authors' limit, else the default;
+        a forced language code counts in either, as generate counts it), within the model's positions."""
         if max_new_tokens is None:
             max_new_tokens = self.authors_limit or default_max_new_tokens(model, source_length, len(prefix))
             max_new_tokens -= 1 if self.language_prefix(None, prefix) == [] and self.tokenizer.languages else 0

@@ -81,6 +81,7 @@ def render(ctx: PageContext) -> None:
         f"**Step {step.step + 1} of {n_steps}.** Decoder input so far: {pieces_markdown(step.decoder_input)}"
         + (" → " if presenting() else "\n\nPredicted next token: ")
         + f"{pieces_markdown([step.predicted])} with probability {step.predicted_probability:.3f}"
+        + (FORCED_LANGUAGE if trace.settings.target_language is not None and step.step == 0 else "")
     )
     handout = ctx.handout.steps = []  # this fragment's chart replaces the one of its previous run
     figure = viz.decoding_step_figure(
@@ -97,6 +98,14 @@ def render(ctx: PageContext) -> None:
         if trace.settings.sampling is not None:
             sampled_step(ctx, step.step, handout)
     write_url_after_fragment()
+
+
+# the first step of a many-language model's output: the target language's code, which decoding writes whatever the
+# model predicts
+FORCED_LANGUAGE = (
+    " — **forced, not chosen**: the target language's code, which the model is made to write first (as Hugging "
+    "Face's generate does with forced_bos_token_id); its probability is what the model itself gave it."
+)
 
 
 def sampled_step(ctx: PageContext, step: int, handout: list) -> None:

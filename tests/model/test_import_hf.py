@@ -10,14 +10,17 @@ import shutil
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 import torch
 
 from model import load_checkpoint
+from model.analysis.attribution import attribute
+from model.analysis.attribution.record import ATTRIBUTION_METHODS
 from model.capture import capture_attention
 from model.checkpoint import CheckpointError
+from model.decoding.languages import LanguagePair
 from model.interop.huggingface import import_hf
-from model.tokenizer import LanguagePair
 from tests.helpers import REPO
 from tests.hf_family_helpers import (
     FAMILIES,
@@ -220,9 +223,12 @@ def test_keys_transformers_ignores_are_accepted(family, tmp_path):
     assert converted.model.config == translator.model.config
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("family", ["nllb"], indirect=True)
 def test_a_model_id_is_read_from_the_hub_cache_and_converted_by_the_command(family, tmp_path):
     """The download path against huggingface_hub's own cache layout, offline (no network here): the command is given
-    a model id, finds its snapshot as the hub client does, and converts it."""
+    a model id, finds its snapshot as the hub client does, and converts it. The path is the same for every family:
+    NLLB's, the one a lecturer downloads for everyday sentences, is run."""
     name, folder, _, translator = family
     snapshot = tmp_path / "hub" / f"models--test-org--tiny-{name}" / "snapshots" / ("0" * 40)
     shutil.copytree(folder, snapshot)
@@ -281,3 +287,16 @@ def test_a_model_that_starts_from_eos_may_still_end_with_it(family):
         hf_model.final_logits_bias.copy_(original)
         translator.model.final_logits_bias.copy_(original)
     assert trace.target_ids == expected and expected[-1] == 2 and len(expected) < 20
+
+
+@pytest.mark.parametrize("method", ATTRIBUTION_METHODS)
+def test_every_attribution_method_reads_a_converted_model(family, method):
+    """Pre-norm with final norms (and mBART's embedding norm): ALTI+ rebuilds every sublayer's output from its
+    decomposition, so its reconstruction error says the decomposition followed the model."""
+    name, _, _, translator = family
+    trace = translator.trace(SOURCES[0], target=TARGETS[0], languages=LanguagePair(None, translator_code(name, "fr")))
+    attribution = attribute(translator, trace, method)
+    assert attribution.source.shape == (trace.n_steps, len(trace.source_ids))
+    assert np.isfinite(attribution.source).all()
+    if method == "alti_plus":
+        assert attribution.layers["reconstruction_error"].max() < 1e-4
