@@ -21,15 +21,18 @@ from model.tokenizer import WORD_START
 # tokenizer could not cover and is never hidden, but is marked like them.
 MARKED_PIECES = (*STRUCTURAL_PIECES, "<unk>")
 CONTINUATION_MARK = "\u00b7"  # "·" before a piece that continues the previous word
+# a language code read or written as a token: MarianMT's ">>fr<<", M2M100's "__fr__", mBART-50's "fr_XX", NLLB's
+# "fra_Latn": shown without the continuation mark (a piece of text of these shapes, rare, only loses its mark)
+LANGUAGE_PIECE = re.compile(r">>\w+<<|__[a-z]{2,3}__|[a-z]{2,3}_[A-Z][A-Za-z]{1,3}")
 
 
 def display_text(piece: str) -> str:
     """One piece as plain text, for labels drawn as text rather than HTML.
 
     A piece that starts a word ("▁rid") is shown bare ("rid"); a piece that continues a word
-    ("ing") gets a leading "·" ("·ing"); special tokens stay as they are.
+    ("ing") gets a leading "·" ("·ing"); special tokens and language codes stay as they are.
     """
-    if piece in MARKED_PIECES or piece == WORD_START:
+    if piece in MARKED_PIECES or piece == WORD_START or LANGUAGE_PIECE.fullmatch(piece):
         return piece
     if piece.startswith(WORD_START):
         return piece[len(WORD_START) :]

@@ -85,6 +85,8 @@ def figure_boxes(config: TransformerConfig) -> list[Box]:
         name = "Input Embedding" if stack == "encoder" else "Output Embedding"
         boxes.append(Box(f"{stack}.embed", "embedding", f"{name} (shared)" if shared else name, stack))
         boxes.append(Box(f"{stack}.positional", "positional", "Positional Encoding", stack))
+        if config.embedding_norm:  # mBART's LayerNorm on the embedding sum, before the first layer
+            boxes.append(Box(f"{stack}.embedding_norm", "norm", "Norm", stack))
         for sublayer in (*ATTENTION_SUBLAYERS[stack], "feed_forward"):
             kind = "attention" if sublayer != "feed_forward" else "feed_forward"
             label = SUBLAYER_LABELS[(stack, sublayer)]

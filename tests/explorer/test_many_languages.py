@@ -80,7 +80,7 @@ def source_pieces(app: AppTest) -> list[str]:
 def first_prediction(app: AppTest) -> str:
     """The piece the decoding steps' view names as step 1's prediction (the page opens on step 1)."""
     line = next(m.value for m in app.markdown if m.value.startswith("**Step 1 of"))
-    return re.search(r"Predicted next token: (.+?) with probability", line).group(1).strip("`* ·")
+    return re.search(r"Predicted next token: (.+?) with probability", line).group(1).strip("`* ")
 
 
 def test_the_first_step_is_shown_as_forced(converted, monkeypatch):

@@ -58,6 +58,15 @@ def test_a_pre_norm_layer_normalises_before_each_sublayer_and_its_stack_ends_wit
     assert all(box.layer_box for box in boxes if box.kind in ("attention", "add", "feed_forward"))
 
 
+def test_an_embedding_norm_is_a_norm_box_between_the_embedding_sum_and_the_first_layer():
+    """mBART-50's layernorm_embedding (config.embedding_norm): its own box, once per stack, under the layers."""
+    boxes = figure_boxes(small_config(40, norm_first=True, final_norm=True, embedding_norm=True))
+    assert labels(boxes, "decoder")[:4] == ["Output Embedding", "Positional Encoding", "Norm", "Norm"]
+    norm = [box for box in boxes if box.key == "encoder.embedding_norm"]
+    assert len(norm) == 1 and norm[0].kind == "norm" and not norm[0].layer_box
+    assert "encoder.embedding_norm" not in {box.key for box in figure_boxes(small_config(40, norm_first=True))}
+
+
 def test_entropy_is_in_bits():
     uniform = np.full((2, 3, 4), 0.25)
     one_hot = np.zeros((1, 2, 5))

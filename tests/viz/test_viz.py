@@ -249,6 +249,9 @@ def test_head_view_data_is_what_the_browser_draws(trace):
 
 def test_display_text_is_the_label_without_html():
     assert [display_text(piece) for piece in ["▁rid", "ing", "<s>", "▁", "<&>"]] == ["rid", "·ing", "<s>", "▁", "·<&>"]
+    codes = [">>fr<<", "__fr__", "fr_XX", "fra_Latn"]  # MarianMT's, M2M100's, mBART-50's, NLLB's
+    assert [display_text(piece) for piece in codes] == codes
+    assert [display_text(piece) for piece in ["_fr", "fr_", "Fr_XX"]] == ["·_fr", "·fr_", "·Fr_XX"]
     assert display_piece("<&>") == "·&lt;&amp;&gt;"
 
 
