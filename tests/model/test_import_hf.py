@@ -100,7 +100,7 @@ def test_greedy_and_beam_search_write_what_generate_writes_with_the_target_force
     tokenizer = hf_tokenizer(name, folder, "en", target)
     forced = code_id(translator, name, target)
     authors = translator.authors_decoding
-    assert authors is not None
+    assert authors is not None and authors.beam_size == (hf_model.generation_config.num_beams or 1)  # the folder's
     languages = LanguagePair(translator_code(name, "en"), translator_code(name, target))
     for sentence in SOURCES:
         src = tokenizer(sentence, return_tensors="pt").input_ids
