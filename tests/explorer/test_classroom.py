@@ -266,9 +266,9 @@ def shared_links(classroom_checkpoints: Path) -> list[dict[str, str]]:
 def test_a_shared_url_restores_every_setting(new_app, classroom_checkpoints):
     links = shared_links(classroom_checkpoints)
     covered = {key for link in links for key in link}
-    # target_language needs a multi-target model, authors_decoding an imported one: tests/explorer/test_marian.py and
-    # tests/explorer/test_authors_decoding.py reopen their links
-    imported_only = {"target_language", "authors_decoding"}
+    # target_language needs a multi-target model, source_language a many-language one, authors_decoding an imported
+    # one: tests/explorer/test_marian.py, test_many_languages.py and test_authors_decoding.py reopen their links
+    imported_only = {"target_language", "source_language", "authors_decoding"}
     assert covered == set(SETTINGS_BY_KEY) - imported_only, "every setting needs a link here that sets it"
     for link in links:
         app = new_app(**link).run()

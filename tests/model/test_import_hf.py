@@ -300,3 +300,16 @@ def test_every_attribution_method_reads_a_converted_model(family, method):
     assert np.isfinite(attribution.source).all()
     if method == "alti_plus":
         assert attribution.layers["reconstruction_error"].max() < 1e-4
+
+
+@pytest.mark.parametrize("family", ["nllb"], indirect=True)
+def test_nllbs_legacy_behaviour_puts_the_source_code_after_the_end(family, tmp_path):
+    """NLLB's tokenizer_config.json may ask for the older layout (pieces, </s>, code): converted as it asks."""
+    name, folder, _, _ = family
+    source = edited(folder, tmp_path, "tokenizer_config.json", legacy_behaviour=True)
+    translator = load_checkpoint(import_hf(source, tmp_path / "out"), "cpu")
+    tokenizer = hf_tokenizer(name, source, "de", "fr")
+    assert tokenizer.legacy_behaviour
+    for sentence in multi30k_lines("de", 20, skip=500):
+        ids = translator.source_ids(sentence, translator_code(name, "de")).ids
+        assert ids == tokenizer(sentence).input_ids and ids[-2:] == [2, code_id(translator, name, "de")]
