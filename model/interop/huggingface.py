@@ -133,10 +133,9 @@ def import_bart_family(
     )
     for code in (source_language, target_language):
         tokenizer.language_id(code)  # refuses a code the model does not have
-    tensors = read_weights(files)
     model = Transformer(config)
     try:
-        load_into(model, bart_state(tensors, config))
+        load_into(model, bart_state(read_weights(files), config))  # the file's tensors are freed once copied in
     except CheckpointError as error:
         raise CheckpointError(f"{files[0]}: {error}") from error
     model.eval().requires_grad_(False)
