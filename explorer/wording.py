@@ -170,7 +170,11 @@ def describe_card(card: Card) -> str:
     """One line for the checkpoint picker: languages, size and scores from card.json (Markdown)."""
     source = "?" if card.source_language is None else card.source_language
     target = "?" if card.target_language is None else card.target_language
-    languages = f"{LANGUAGE_NAMES.get(source, source)} → {LANGUAGE_NAMES.get(target, target)}"
+    named = [LANGUAGE_NAMES.get(base_language(code) or code, code) for code in (source, target)]
+    languages = " → ".join(named)
+    codes = (card.extra.get("conversion") or {}).get("language_codes")  # a many-language model's (model.import_hf)
+    if isinstance(codes, int):
+        languages = f"{codes} languages, opening on {languages}"
     parts = [escape_markdown(languages)]
     if card.parameters is not None:
         parts.append(f"{card.parameters:,} parameters")

@@ -154,7 +154,8 @@ def import_bart_family(
             "family": family.name,
             "weights": [path.name for path in files],
             "dtype": "float16" if fp16 else "float32",
-            "languages": f"{len(codes)} codes; the source's code {'after' if legacy else 'before'} its pieces",
+            "language_codes": len(codes),
+            "source_code": f"{'after </s>' if legacy else 'before its pieces'}",
         },
         "generation_defaults": generation_defaults(source, hf),
     }

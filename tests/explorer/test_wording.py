@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
-from explorer.wording import bleu_scores, describe_card, escape_markdown, example_sentences, rare_words_line
+from explorer.wording import (
+    bleu_scores,
+    describe_card,
+    escape_markdown,
+    example_sentences,
+    language_label,
+    rare_words_line,
+)
 from model.card import Card
 
 
@@ -42,3 +49,13 @@ def test_the_rare_words_line_says_how_often_each_word_was_seen():
     assert (
         many.startswith("Barely seen in its 12 training sentences: “w0” (never)") and "“w5” (never) and 3 more." in many
     )
+
+
+def test_a_many_language_card_names_its_count_and_the_pair_it_opens_on_in_words():
+    """mBART-50's, M2M100's and NLLB's codes all read as the language's name (explorer.wording.base_language)."""
+    for source, target in (("eng_Latn", "fra_Latn"), ("en_XX", "fr_XX"), ("en", "fr")):
+        card = Card.from_dict({"source_language": source, "target_language": target,
+                               "conversion": {"language_codes": 202}})  # fmt: skip
+        assert describe_card(card).startswith("202 languages, opening on English → French")
+    assert language_label("deu_Latn") == "German (deu_Latn)" and language_label("xx_YY") == "xx_YY"
+    assert example_sentences("deu_Latn") == example_sentences("de")
