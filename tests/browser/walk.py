@@ -21,7 +21,7 @@ from tests.browser.pages import WAIT_S, console_errors, received_messages
 
 # the browser keeps 250 resource timings by default and drops later ones: a walk keeps them all for outside_requests
 KEEP_EVERY_REQUEST = "performance.setResourceTimingBufferSize(100000)"
-QUIET_S = 0.25  # a run is over when no message came for this long after its script_finished
+QUIET_S = 0.15  # a run is over when no message came for this long after its script_finished
 STALE_RETRIES = 3  # a control replaced by the page's own redraw while being pressed is found again this often
 NO_RUN_S = 1.0  # an action that starts no run (a folded section, a download) shows no message for this long
 MAX_ACTIONS_PER_VIEW = 60  # a bound on one view's walk: a control that came back new after every press would loop
