@@ -101,7 +101,9 @@ def bart_config(hf: dict[str, Any], family: Family, vocab_size: int, path: Path)
         str(hf.get("activation_function", "gelu" if family.name == "mbart50" else "relu"))
     )
     if activation is None:
-        raise CheckpointError(f"{path}: activation_function={hf.get('activation_function')!r} (supported: gelu, relu)")
+        raise CheckpointError(
+            f"{path}: activation_function={hf.get('activation_function')!r} (supported: gelu, relu, swish)"
+        )
     if int(hf.get("vocab_size", 0)) != vocab_size:
         raise CheckpointError(f"{path}: vocab_size={hf.get('vocab_size')} but the tokenizer gives {vocab_size} ids")
     pad = int(hf.get("pad_token_id", 1))
@@ -127,7 +129,7 @@ def bart_config(hf: dict[str, Any], family: Family, vocab_size: int, path: Path)
             tie_output=True,
             output_bias=False,
             pad_id=pad,
-            unk_id=3,
+            unk_id=3,  # fairseq's layout, which all three keep: <s> 0, <pad> 1, </s> 2, <unk> 3
             bos_id=int(hf.get("bos_token_id", 0)),
             eos_id=int(hf.get("eos_token_id", 2)),
             positional_encoding="learned" if mbart else "sinusoidal",

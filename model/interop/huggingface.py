@@ -82,6 +82,11 @@ def import_hf(
     hf = read_json(folder / "config.json")
     model_type = str(hf.get("model_type") or "")
     if model_type == "marian":
+        if any(languages):
+            raise CheckpointError(
+                f"{folder}: an OPUS-MT model has one language pair (a multi-target one reads >>xx<< in the sentence): "
+                "--source-language and --target-language are for mBART-50, M2M100 and NLLB"
+            )
         return import_marian(folder, out, fp16=fp16, name=name or _model_id(source))
     if model_type in ("mbart", "m2m_100"):
         return import_bart_family(folder, out, hf, fp16=fp16, name=name or _model_id(source), languages=languages)
@@ -132,7 +137,10 @@ def import_bart_family(
         chosen or default for chosen, default in zip(languages, default_pair(family, list(codes)), strict=True)
     )
     for code in (source_language, target_language):
-        tokenizer.language_id(code)  # refuses a code the model does not have
+        try:
+            tokenizer.language_id(code)
+        except ValueError as error:
+            raise CheckpointError(f"{source}: {error}") from error
     model = Transformer(config)
     try:
         load_into(model, bart_state(read_weights(files), config))  # the file's tensors are freed once copied in
@@ -155,7 +163,7 @@ def import_bart_family(
             "weights": [path.name for path in files],
             "dtype": "float16" if fp16 else "float32",
             "language_codes": len(codes),
-            "source_code": f"{'after </s>' if legacy else 'before its pieces'}",
+            "source_code": "after </s>" if legacy else "before its pieces",
         },
         "generation_defaults": generation_defaults(source, hf),
     }

@@ -184,6 +184,20 @@ def test_what_cannot_be_followed_is_refused_by_name_and_nothing_is_written(famil
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("family", ["nllb"], indirect=True)
+def test_the_command_refuses_a_language_the_model_lacks_without_a_traceback(family, tmp_path):
+    name, folder, _, _ = family
+    result = subprocess.run(
+        [sys.executable, "-m", "model.import_hf", str(folder), str(tmp_path / "out"), "--target-language", "xx_YY"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 2 and "unknown language code 'xx_YY'" in result.stderr
+    assert "Traceback" not in result.stderr and not (tmp_path / "out").exists()
+
+
 def test_pickles_missing_files_and_an_untied_output_are_refused(family, tmp_path):
     name, folder, hf_model, _ = family
     source = shutil.copytree(folder, tmp_path / "source")

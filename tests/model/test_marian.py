@@ -187,6 +187,12 @@ def test_other_architectures_are_refused_naming_the_supported_one(marian, tmp_pa
     assert not (tmp_path / "out").exists()
 
 
+def test_languages_are_refused_for_an_opus_mt_model(marian, tmp_path):
+    with pytest.raises(CheckpointError, match="--source-language and --target-language are for mBART-50"):
+        import_hf(marian[2], tmp_path / "out", languages=(None, "de"))
+    assert not (tmp_path / "out").exists()
+
+
 def test_the_old_command_name_still_converts(marian, tmp_path):
     result = subprocess.run(
         [sys.executable, "-m", "model.import_marian", str(marian[2]), str(tmp_path / "out")],
