@@ -122,7 +122,8 @@ EXPLANATIONS: dict[str, str] = {
     "rollout_cross": "Rollout needs attention from a sequence to itself, so it is not defined for cross-attention.",
     "step": (
         "Step through the translation one token at a time. At each step the decoder sees the tokens "
-        "written so far (starting with <s>) and outputs a probability for every possible next token; "
+        "written so far (starting with the model's start token: <s>, or </s> in mBART, M2M100 and NLLB, <pad> "
+        "in OPUS-MT) and outputs a probability for every possible next token; "
         "the bars show the most likely ones. Beside them: where this step looks in the source "
         "(cross-attention); under both: where it looks in its own output so far (decoder self-attention).\n\n"
         + TOKEN_MARKS
