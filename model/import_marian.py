@@ -1,11 +1,10 @@
-"""``python -m model.import_marian SRC_DIR OUT_DIR [--fp16]``: the MarianMT importer's public name.
-
-The conversion lives in model.interop.marian; this module only runs its ``main``.
+"""``python -m model.import_marian SRC_DIR OUT_DIR [--fp16]``: the older name of ``python -m model.import_hf``, from
+when it converted OPUS-MT models only; it runs the same command.
 """
 
 import sys
 
-from model.interop.marian import main
+from model.interop.huggingface import main
 
 if __name__ == "__main__":
     sys.exit(main())

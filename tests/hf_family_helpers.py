@@ -8,7 +8,6 @@ import gzip
 import io
 import json
 import os
-import shutil
 from pathlib import Path
 
 import pytest
@@ -168,8 +167,3 @@ def build_folder(family: str, folder: Path, model: bytes, seed: int = 0, extra_r
     generation |= {"max_length": 40, "num_beams": 4} if family != "nllb" else {"max_length": 40}
     (folder / "generation_config.json").write_text(json.dumps(generation), encoding="utf-8")
     return folder
-
-
-def copy_folder(folder: Path, to: Path) -> Path:
-    shutil.copytree(folder, to)
-    return to

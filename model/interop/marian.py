@@ -1,4 +1,5 @@
-"""Import a MarianMT (OPUS-MT) model into the scratch Transformer: ``python -m model.import_marian --help``.
+"""Import a MarianMT (OPUS-MT) model into the scratch Transformer (``python -m model.import_hf``, which runs it for a
+model_type marian folder; ``python -m model.import_marian`` is that command's older name).
 
 The source folder is what ``MarianMTModel.save_pretrained`` and ``MarianTokenizer.save_pretrained``
 write (config.json, model.safetensors, source.spm, target.spm, vocab.json, and target_vocab.json for
@@ -18,10 +19,7 @@ than the source's: ``source_pad_id``.
 
 from __future__ import annotations
 
-import argparse
-import json
 import re
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -356,40 +354,6 @@ def import_marian(source: str | Path, out: str | Path, fp16: bool = False, name:
     return save_checkpoint(out, model, tokenizer, card, half=fp16)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="python -m model.import_marian",
-        description=(
-            "Convert a MarianMT (OPUS-MT) folder written by save_pretrained into a checkpoint folder the app "
-            "lists. Reads safetensors, JSON and SentencePiece files only: nothing is downloaded or unpickled."
-        ),
-    )
-    parser.add_argument(
-        "src_dir", help="folder with config.json, model.safetensors, source.spm, target.spm and vocab.json"
-    )
-    parser.add_argument(
-        "out_dir", help="checkpoint folder to write (must not exist yet), e.g. checkpoints/opus-mt-en-de"
-    )
-    parser.add_argument("--fp16", action="store_true", help="store fp16 weights (half the size; loaded back as fp32)")
-    parser.add_argument("--name", default="", help="source model name for card.json (default: the folder's name)")
-    return parser
-
-
 def vocabulary_sizes(config: dict[str, Any]) -> str:
     source, target = config["src_vocab_size"], config["tgt_vocab_size"]
     return f"vocabulary {source}" if source == target else f"vocabularies {source} (source) and {target} (target)"
-
-
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    try:
-        out = import_marian(args.src_dir, args.out_dir, fp16=args.fp16, name=args.name)
-    except CheckpointError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    config = json.loads((out / "config.json").read_text(encoding="utf-8"))
-    print(
-        f"wrote {out}: {config['n_encoder_layers']}+{config['n_decoder_layers']} layers, d_model {config['d_model']}, "
-        f"{config['n_heads']} heads, {vocabulary_sizes(config)}"
-    )
-    return 0
