@@ -153,6 +153,7 @@ class Tokenizer:
     languages: Languages | None = None  # a many-language model's codes, on both sides (not Marian's >>xx<<)
     _pieces: dict[str, dict[int, str]] = field(default_factory=dict, init=False, repr=False, compare=False)
     _language_codes: list[str] = field(default_factory=list, init=False, repr=False, compare=False)
+    _code_ids: frozenset[int] = field(default=frozenset(), init=False, repr=False, compare=False)  # languages' ids
 
     def __post_init__(self) -> None:
         if self.target_vocab is not None and self.vocab is None:
@@ -160,12 +161,14 @@ class Tokenizer:
         if self.vocab is not None:
             # read once: a page asks on every run, and an OPUS-MT vocabulary has tens of thousands of pieces
             # (the codes are source pieces: a multi-target model reads ">>fr<<" in front of the sentence)
-            self._language_codes = [piece[2:-2] for piece in self.vocab if LANGUAGE_CODE.fullmatch(piece)]
-            if self.languages is not None:
+            if self.languages is None:
+                self._language_codes = [piece[2:-2] for piece in self.vocab if LANGUAGE_CODE.fullmatch(piece)]
+            else:
                 missing = [piece for piece in self.languages.pieces.values() if piece not in self.vocab]
                 if missing:
                     raise VocabularyError(LANGUAGES_FILE, f"names pieces vocab.json lacks: {', '.join(missing[:5])}")
                 self._language_codes = list(self.languages.pieces)
+                self._code_ids = frozenset(self.vocab[piece] for piece in self.languages.pieces.values())
             source = piece_table(self.vocab, "vocab.json")
             target = source if self.target_vocab is None else piece_table(self.target_vocab, MARIAN_TARGET_VOCAB)
             self._pieces = {"source": source, "target": target}
@@ -236,11 +239,13 @@ class Tokenizer:
     def forced_start(self, target: str | None, output: list[int]) -> list[int]:
         """What a many-language model's output starts with: ``target``'s code (generate's forced_bos_token_id),
         unless ``output`` starts with a language code already; nothing without a target code."""
-        if target is None or self.languages is None:
-            return []
-        if output and output[0] in {self.language_id(code) for code in self.languages.pieces}:
+        if target is None or self.languages is None or self.starts_with_language(output):
             return []
         return [self.language_id(target)]
+
+    def starts_with_language(self, output: list[int]) -> bool:
+        """Whether ``output`` (decoder ids after the start token) starts with a many-language model's code."""
+        return bool(output) and output[0] in self._code_ids
 
     def framed_source(self, pieces: list[int], code: str | None, eos_id: int) -> list[int]:
         """A source's ids as the model reads them: its pieces, EOS, and a many-language model's code (``code``)."""
@@ -276,7 +281,7 @@ class Tokenizer:
         if self.vocab is not None:
             dropped: set[int | None] = {special["pad_id"], special["eos_id"], special["unk_id"]}
             if self.languages is not None:  # what transformers' skip_special_tokens drops too
-                dropped |= {special["bos_id"], *map(self.language_id, self.languages.pieces)}
+                dropped |= {special["bos_id"], *self._code_ids}
             known = self._pieces[side]
             pieces = [known[i] for i in ids if i not in dropped and i in known]
             return self.processor(side).decode_pieces(pieces).replace(WORD_START, " ").strip()

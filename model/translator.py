@@ -90,14 +90,19 @@ class Translator:
         return SourceIds(framed, len(pieces) > room, len(pieces))
 
     def languages(self, source: str | None, target: str | None) -> LanguagePair:
-        """The language codes a call uses: those asked for, else the block's (``using_languages``), else the card's."""
-        block = block_languages()
-        asked = LanguagePair(source or block.source, target or block.target)
-        return self.tokenizer.language_pair(asked, LanguagePair(self.card.source_language, self.card.target_language))
+        """The codes a call uses: those asked for, else the block's (``using_languages``), else the card's."""
+        block, card = block_languages(), self.card
+        default = LanguagePair(block.source or card.source_language, block.target or card.target_language)
+        return self.tokenizer.language_pair(LanguagePair(source, target), default)
 
     def language_prefix(self, target_language: str | None, output: list[int] | None = None) -> list[int]:
         """What the output starts with: a many-language model's target code, unless ``output`` has one."""
         return self.tokenizer.forced_start(self.languages(None, target_language).target, output or [])
+
+    @staticmethod
+    def after_code(max_new_tokens: int | None, code: list[int]) -> int | None:
+        """An asked limit counts a forced language code (as generate counts it): the tokens left after it."""
+        return max(1, max_new_tokens - len(code)) if code and max_new_tokens else max_new_tokens
 
     def target_ids(self, text: str, room: int) -> list[int]:
         return self.tokenizer.encode(clean_text(text), "target")[:room]
@@ -165,8 +170,7 @@ class Translator:
         prefix = self.language_prefix(languages[1])
         if max_new_tokens is None and self.authors_limit is not None:  # else each sentence's own default (row_limits)
             max_new_tokens = min(self.authors_limit, self.config.max_sequence_tokens)
-        if max_new_tokens and prefix:
-            max_new_tokens = max(1, max_new_tokens - len(prefix))
+        max_new_tokens = self.after_code(max_new_tokens, prefix)
         order = sorted(range(len(texts)), key=lambda i: len(sources[i]))
         results: list[str] = [""] * len(texts)
         for start in range(0, len(order), batch_size):
@@ -234,9 +238,7 @@ class Translator:
             target_ids = self.language_prefix(target_language, target_ids) + target_ids
             sampling = None  # the output is given: nothing is drawn
         language = self.language_prefix(target_language, prefix_ids)
-        if language and max_new_tokens:
-            max_new_tokens = max(1, max_new_tokens - len(language))
-        prefix_ids = language + prefix_ids
+        max_new_tokens, prefix_ids = self.after_code(max_new_tokens, language), language + prefix_ids
         settings = TraceSettings(
             mode=search_mode(beam_size, sampling) if target_ids is None else "forced",
             beam_size=1 if sampling else beam_size,
@@ -322,9 +324,7 @@ class Translator:
         source = self.source_ids(text, languages[0])
         prefix_ids = self._checked_output(prefix_ids or [], "prefix_ids")
         language = self.language_prefix(languages[1], prefix_ids)
-        if language and max_new_tokens:
-            max_new_tokens = max(1, max_new_tokens - len(language))
-        prefix_ids = language + prefix_ids
+        max_new_tokens, prefix_ids = self.after_code(max_new_tokens, language), language + prefix_ids
         if prefix_ids[-1:] == [self.config.eos_id]:
             raise ValueError("prefix_ids ends with EOS: there is nothing left to search")
         scoring = scoring or GNMT_SCORING
@@ -382,7 +382,7 @@ class Translator:
         a forced language code counts in either, as generate counts it), within the model's positions."""
         if max_new_tokens is None:
             max_new_tokens = self.authors_limit or default_max_new_tokens(model, source_length, len(prefix))
-            max_new_tokens -= 1 if self.language_prefix(None, prefix) == [] and self.tokenizer.languages else 0
+            max_new_tokens -= self.tokenizer.starts_with_language(prefix)
         return min(max_new_tokens, self.config.max_sequence_tokens - len(prefix))
 
     def _trace_on(self, model: Transformer, device: torch.device, text: str, settings: TraceSettings) -> Trace:

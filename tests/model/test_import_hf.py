@@ -19,7 +19,7 @@ from model.analysis.attribution import attribute
 from model.analysis.attribution.record import ATTRIBUTION_METHODS
 from model.capture import capture_attention
 from model.checkpoint import CheckpointError
-from model.decoding.languages import LanguagePair
+from model.decoding.languages import LanguagePair, using_languages
 from model.interop.huggingface import import_hf
 from tests.helpers import REPO
 from tests.hf_family_helpers import (
@@ -327,3 +327,16 @@ def test_nllbs_legacy_behaviour_puts_the_source_code_after_the_end(family, tmp_p
     for sentence in multi30k_lines("de", 20, skip=500):
         ids = translator.source_ids(sentence, translator_code(name, "de")).ids
         assert ids == tokenizer(sentence).input_ids and ids[-2:] == [2, code_id(translator, name, "de")]
+
+
+def test_a_block_of_calls_reads_its_pair_and_a_one_pair_model_in_it_ignores_it(family, translator):
+    """using_languages sets a default: the many-language model's calls in the block read it, a call's own pair wins,
+    and a model with one language pair (the tiny checkpoint) translates in the block as it does outside it."""
+    name, _, _, converted = family
+    german, french = translator_code(name, "de"), translator_code(name, "fr")
+    alone = translator.translate("a b c", beam_size=1)
+    with using_languages(LanguagePair(None, german)):
+        assert converted.trace(SOURCES[0], beam_size=1).target_ids[1] == code_id(converted, name, "de")
+        asked = converted.trace(SOURCES[0], beam_size=1, languages=LanguagePair(None, french))
+        assert asked.target_ids[1] == code_id(converted, name, "fr")
+        assert translator.translate("a b c", beam_size=1) == alone
