@@ -1,7 +1,8 @@
 """Attention explorer: a Streamlit page over the scratch Transformer's captured attention.
 
-The entry point only: page config, the sidebar and sentence (explorer.page), then what lies under
-them (explorer.main_area: the translation, the chosen view, the details). Everything that draws
+The entry point only: page config, the sidebar and sentence (explorer.page), a class session's strip
+(explorer.classes), then what lies under them (explorer.main_area: the translation, the chosen view, the
+details). Everything that draws
 lives in explorer/, the model in model/, the figures in viz/. Streamlit runs this file as
 ``__main__``; importing it draws nothing.
 
@@ -24,6 +25,7 @@ import streamlit as st  # noqa: E402 - after the thread setting above
 
 from explorer import main_area  # noqa: E402
 from explorer.admission import admitted  # noqa: E402
+from explorer.classes import panel as class_panel  # noqa: E402
 from explorer.page import open_page  # noqa: E402
 from explorer.state import read_url, write_url  # noqa: E402
 
@@ -34,6 +36,7 @@ def main() -> None:
     with admitted():
         read_url()
         ctx = open_page()
+        class_panel.draw(ctx)  # a class session's part: follow the teacher, its questions
         if ctx is not None:
             main_area.draw(ctx)
         write_url()

@@ -35,15 +35,17 @@ class TokenStyle:
 class Handout:
     """The charts the page drew, by section, for the handout export (the step section follows its fragment).
 
-    Sections come in the page's order: the view, the decoding steps, then the translation's probabilities.
+    Sections come in the page's order: the view, the decoding steps, the translation's probabilities, then a class's
+    questions with its answers (explorer.classes, on the teacher's page).
     """
 
     translation: list[HandoutSection] = field(default_factory=list)
     steps: list[HandoutSection] = field(default_factory=list)
     view: list[HandoutSection] = field(default_factory=list)
+    classroom: list[HandoutSection] = field(default_factory=list)
 
     def sections(self) -> list[HandoutSection]:
-        return [*self.view, *self.steps, *self.translation]
+        return [*self.view, *self.steps, *self.translation, *self.classroom]
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,8 @@ out of the URL while its setting has its default value.
 Every setting is one row of ``SETTINGS``: its URL name (also its widget key), how URL text
 becomes its value, its default and its allowed values. Where the default or the allowed values
 depend on the model or the sentence (layers, steps, checkpoint names), the view that draws the
-widget passes them to ``bind``. Not settings, so not in the URL: the example pickers (menus
+widget passes them to ``bind``. A student's page that follows its teacher (explorer.classes) opens the
+teacher's state as it would open a link. Not settings, so not in the URL: the example pickers (menus
 that copy into a setting), the quiz's guesses (answers, kept per step), an uploaded file.
 """
 
@@ -22,6 +23,7 @@ from typing import Any
 import streamlit as st
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
+from explorer.classes.session import publish, take_follow_request
 from model.analysis.ablation import ABLATION_MODES
 from model.analysis.head_stats import STATISTICS
 from model.analysis.samples import MAX_SAMPLES
@@ -208,6 +210,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("annotate", parse_bool, False, BOOLEANS),
     Setting("teacher_forcing", parse_bool, False, BOOLEANS),
     Setting("target", parse_text, ""),
+    # a class session (explorer.classes): its join code, and a student's seat, kept when the page reconnects
+    Setting("class", parse_text, ""),
+    Setting("seat", parse_text, ""),
 )
 SETTINGS_BY_KEY = {setting.key: setting for setting in SETTINGS}
 
@@ -248,12 +253,13 @@ def read_url() -> None:
     context = get_script_run_ctx()
     st.session_state.url_bound = set()  # the settings this page run draws (a fragment's reruns add theirs)
     first_run = "url_defaults" not in st.session_state
+    followed = take_follow_request()  # a student's page following its teacher opens the teacher's state as a link
     # Streamlit marks the runs that the browser's Back and Forward start (the flag its own
     # query-bound widgets use; not public API, hence getattr).
-    if not first_run and not getattr(context, "is_history_navigation", False):
+    if followed is None and not first_run and not getattr(context, "is_history_navigation", False):
         st.session_state.url_request = None
         return
-    url = with_current_keys(st.query_params.to_dict())
+    url = with_current_keys(followed if followed is not None else st.query_params.to_dict())
     st.session_state.url_request = url
     st.session_state.setdefault("url_defaults", {})
     for setting in SETTINGS:
@@ -304,6 +310,7 @@ def write_url() -> None:
     if wanted != st.query_params.to_dict():
         st.query_params.from_dict(wanted)
     st.session_state.url_request = None
+    publish(wanted)  # a teacher's page: the class follows
 
 
 @contextmanager

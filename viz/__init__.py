@@ -24,6 +24,7 @@ from viz.blocks import (
     unit_examples_figure,
     units_heatmap,
 )
+from viz.classes import class_answers_figure, class_answers_rows
 from viz.decoding import decoding_step_figure, step_attention, token_probabilities, top_k_figure
 from viz.evolution import evolution_figure
 from viz.export import HandoutSection, handout_html
@@ -52,6 +53,8 @@ from viz.whatif import fork_attention_figures, fork_info, fork_tokens_figure
 from viz.word_order import word_order_attention_figure, word_order_tokens_figure
 
 __all__ = [
+    "class_answers_figure",
+    "class_answers_rows",
     "ATTENTION_COLORSCALE",
     "ATTENTION_KINDS",
     "AttentionAxes",

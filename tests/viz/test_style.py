@@ -12,6 +12,7 @@ import plotly.io
 import torch
 
 import viz
+from model.analysis.questions import ClassQuestion
 from model.analysis.samples import explain_draw
 from model.decoding import Sampling
 
@@ -60,6 +61,8 @@ def unvalidated_figures(trace) -> list:
     figures.append(viz.decoding_step_figure(step, trace.source_pieces, annotate=True, attention_first=True))
     draw = explain_draw(torch.tensor([0.5, 0.3, 0.2]).log(), Sampling(temperature=1.5, top_k=2), token=1)
     figures.append(viz.draw_figure(replace(draw, candidate_pieces=["▁a", "▁<b>", "</s>"]), title="<draw>"))
+    question = ClassQuestion("looks_at", "?", ("▁a", "<b>"), (0.25, 0.75), 1, "attention weight")
+    figures.extend(viz.class_answers_figure(question, [2, 1], revealed=revealed) for revealed in (False, True))
     figures.append(many_panels())
     figures.append(viz.attention_grid(axes.stack, axes.query_pieces, axes.key_pieces))  # last: base_layout's
     return figures

@@ -1,0 +1,243 @@
+"""The live strip over the view while a page is in a class: it looks at the class every FOLLOW_POLL_S, takes a
+student's page where the teacher went, and draws the question of the moment: the teacher asks, sees the count and
+reveals; a student answers with one press and sees the class's answers beside the model's once revealed."""
+
+from __future__ import annotations
+
+import io
+
+import segno
+import streamlit as st
+
+from explorer.classes.database import StoreUnavailable
+from explorer.classes.limits import ANSWERS_PER_SESSION, ASKS_PER_SESSION
+from explorer.classes.session import (
+    FOLLOW_POLL_S,
+    Membership,
+    class_store,
+    leave,
+    membership,
+    request_follow,
+    say,
+    session_key,
+    shared_reads,
+    store_problem,
+)
+from explorer.classes.store import AskedQuestion, ClassError, ClassInfo, ClassNotFound, ClassStore
+from explorer.context import PageContext
+from explorer.state import AVERAGE_HEADS
+from explorer.widgets import show_figure
+from explorer.wording import escape_markdown
+from model.analysis.questions import ClassQuestion, alignment_head, looks_at, next_word
+from viz.classes import class_answers_figure
+
+# the views a teacher can ask about, and what; every other view has no class question
+VIEW_QUESTIONS = {
+    "steps": ("next_word", "looks_at"),
+    "quiz": ("looks_at", "next_word"),
+    "cross": ("alignment_head",),
+}
+QUESTION_NAMES = {
+    "looks_at": "Which source word does the model read?",
+    "next_word": "What will the model write next?",
+    "alignment_head": "Which head is an alignment?",
+}
+ANSWERS = "class_answers"  # this page's answers, by question id
+
+
+def base_url() -> str:
+    """The page's address as the browser reached it (through a proxy too), without its parameters."""
+    return (st.context.url or "").rstrip("/") + "/"
+
+
+def join_link(code: str) -> str:
+    return f"{base_url()}?class={code}"
+
+
+def spaced(code: str) -> str:
+    """A code as the projector shows it: in two halves, easier to read out and type."""
+    half = (len(code) + 1) // 2
+    return f"{code[:half]} {code[half:]}"
+
+
+def qr_png(link: str) -> bytes:
+    image = io.BytesIO()
+    segno.make(link, error="m").save(image, kind="png", scale=8, border=2)
+    return image.getvalue()
+
+
+@st.fragment(run_every=FOLLOW_POLL_S)
+def live_strip(ctx: PageContext | None) -> None:
+    """Looks at the class every FOLLOW_POLL_S: a student's page goes where the teacher went (a page run), the
+    question of the moment is drawn, its count kept current."""
+    member = membership()
+    store = class_store()
+    if member is None or store is None:
+        return
+    try:
+        info = shared_reads().read(store, member.code)
+    except ClassNotFound:
+        leave()
+        say(f"Class {member.code} has ended.")
+        st.rerun(scope="app")
+    except StoreUnavailable as error:
+        st.warning(f"The class cannot be reached just now ({error}); the page keeps working on its own.")
+        return
+    if not member.teaching and member.following and info.version > member.applied_version and info.state:
+        request_follow(member, info)
+        st.rerun(scope="app")
+    with st.container(border=True, key="class_strip"):
+        if member.teaching:
+            teacher_strip(ctx, store, member, info)
+        else:
+            student_strip(store, member, info)
+
+
+def teacher_strip(ctx: PageContext | None, store: ClassStore, member: Membership, info: ClassInfo) -> None:
+    with st.container(horizontal=True, vertical_alignment="center"):
+        students = f"{info.seats} student{'s' if info.seats != 1 else ''}"
+        st.markdown(f"Class **{spaced(member.code)}** · {students} · join at `{join_link(member.code)}`")
+        with st.popover("Show the join code"):
+            st.markdown(f"# {spaced(member.code)}")
+            st.image(qr_png(join_link(member.code)), width=320)
+    asked = info.question
+    if asked is None:
+        ask_controls(ctx, store, member)
+        return
+    answered = sum(info.counts)
+    st.markdown(f"**Asked:** {escape_markdown(asked.question.prompt)}")
+    with st.container(horizontal=True, vertical_alignment="center"):
+        st.markdown(f"{answered} of {info.seats} answered")
+        if not asked.revealed:
+            st.button("Reveal", key="class_reveal", on_click=teacher_action, args=("reveal", asked.id))
+        st.button("Close the question", key="class_close", on_click=teacher_action, args=("close", asked.id))
+    if asked.revealed:
+        answers_chart(asked, info.counts)
+
+
+def teacher_action(action: str, question_id: str) -> None:
+    member = membership()
+    store = class_store()
+    if member is None or store is None:
+        return
+    try:
+        if action == "reveal":
+            store.reveal(member.code, member.teacher_key, question_id)
+        else:
+            store.close_question(member.code, member.teacher_key)
+    except (ClassError, StoreUnavailable) as error:
+        say(str(error))
+    shared_reads().forget(member.code)
+
+
+def ask_controls(ctx: PageContext | None, store: ClassStore, member: Membership) -> None:
+    view = st.session_state.get("view", "")
+    kinds = VIEW_QUESTIONS.get(view, ())
+    if ctx is None or not kinds:
+        st.caption(
+            "This view has no class question: the decoding steps, the quiz and cross-attention have some. "
+            "Students follow what you show."
+        )
+        return
+    with st.container(horizontal=True, vertical_alignment="bottom"):
+        kind = st.selectbox("Ask the class", kinds, format_func=QUESTION_NAMES.get, key="class_question_kind")
+        st.button("Ask", key="class_ask", on_click=ask, args=(ctx, kind))
+
+
+def ask(ctx: PageContext, kind: str) -> None:
+    member = membership()
+    store = class_store()
+    if member is None or store is None:
+        return
+    if not ASKS_PER_SESSION.allow(session_key()):
+        say("Too many questions in a minute: wait a moment.")
+        return
+    try:
+        question = question_on_view(ctx, st.session_state.get("view", ""), kind)
+        store.ask(member.code, member.teacher_key, question, member.published or {})
+    except ValueError as error:
+        say(f"That question cannot be asked here: {error}")
+    except (ClassError, StoreUnavailable) as error:
+        say(str(error))
+    shared_reads().forget(member.code)
+
+
+def question_on_view(ctx: PageContext, view: str, kind: str) -> ClassQuestion:
+    """The question of ``kind`` about what ``view`` shows now (its step, layer and head); a ValueError when the
+    view has no such question."""
+    if kind not in VIEW_QUESTIONS.get(view, ()):
+        raise ValueError(f"the view {view!r} has no question {kind!r}")
+    state = st.session_state
+    trace = ctx.trace
+    if kind == "alignment_head":
+        return alignment_head(trace, int(state.get("layer", 0)))
+    step = int(state.get("step", 0))
+    if kind == "next_word":
+        return next_word(trace, step)
+    if view == "quiz":
+        head = state.get("quiz_head", AVERAGE_HEADS)
+        return looks_at(trace, step, int(state.get("quiz_layer", 0)), None if head == AVERAGE_HEADS else int(head))
+    return looks_at(trace, step, int(state.get("step_layer", ctx.config.n_decoder_layers - 1)))
+
+
+def student_strip(store: ClassStore, member: Membership, info: ClassInfo) -> None:
+    with st.container(horizontal=True, vertical_alignment="center"):
+        if member.following:
+            st.markdown(f"Class **{spaced(member.code)}** · following the teacher's page")
+            st.button("Explore on my own", key="class_unfollow", on_click=set_following, args=(False,))
+        else:
+            st.markdown(f"Class **{spaced(member.code)}** · exploring on your own")
+            st.button("Follow again", key="class_follow", on_click=set_following, args=(True,))
+    asked = info.question
+    if asked is None:
+        return
+    st.markdown(f"**Question:** {escape_markdown(asked.question.prompt)}")
+    mine = st.session_state.setdefault(ANSWERS, {})
+    if asked.id not in mine:
+        try:
+            earlier = store.answered(asked.id, member.seat)  # answered before the page reconnected
+        except StoreUnavailable as error:
+            store_problem(error)
+            earlier = None
+        if earlier is not None:
+            mine[asked.id] = earlier
+    if asked.revealed:
+        answers_chart(asked, info.counts)
+        return
+    if asked.id in mine:
+        choice = asked.question.choices[mine[asked.id]]
+        st.markdown(f"Your answer: **{escape_markdown(choice)}**. The teacher reveals the model's answer.")
+        return
+    with st.container(horizontal=True, key="class_choices"):
+        for index, choice in enumerate(asked.question.choices):
+            st.button(choice, key=f"class_choice_{asked.id}_{index}", on_click=answer, args=(asked.id, index))
+
+
+def set_following(following: bool) -> None:
+    member = membership()
+    if member is not None:
+        member.following = following
+        if following:
+            member.applied_version = -1  # go to the teacher's page at the next look
+
+
+def answer(question_id: str, choice: int) -> None:
+    member = membership()
+    store = class_store()
+    if member is None or store is None:
+        return
+    if not ANSWERS_PER_SESSION.allow(session_key()):
+        say("Too many answers in a minute: wait a moment.")
+        return
+    try:
+        store.answer(member.code, member.seat, question_id, choice)
+    except (ClassError, StoreUnavailable) as error:
+        say(str(error))
+        return
+    st.session_state.setdefault(ANSWERS, {})[question_id] = choice
+    shared_reads().forget(member.code)
+
+
+def answers_chart(asked: AskedQuestion, counts: tuple[int, ...]) -> None:
+    figure = class_answers_figure(asked.question, counts, revealed=asked.revealed)
+    show_figure(figure, f"class-question-{asked.id}")
