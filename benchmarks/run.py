@@ -27,6 +27,7 @@ import torch
 from benchmarks import (
     app_benchmarks,
     browser_benchmarks,
+    class_load,
     live_training,
     memory,
     model_benchmarks,
@@ -174,6 +175,16 @@ BENCHMARKS = (
         ("proxy_failover_s",),
         single(proxy_load.proxy_failover_s),
         "60 sessions on 2 replicas behind nginx, the busier one killed: seconds until its sessions are back",
+    ),
+    Benchmark(
+        ("class_follow_p95_ms",),
+        single(class_load.class_follow_p95_ms),
+        "a teacher and 60 students on 2 replicas behind nginx: each teacher move until every student's page shows it",
+    ),
+    Benchmark(
+        ("class_answers_failover",),
+        single(class_load.class_answers_failover),
+        "60 answers to one question, the replica holding half the students killed in the middle: counted once each",
     ),
     Benchmark(
         ("train_epoch_s",),

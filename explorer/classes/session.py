@@ -1,10 +1,10 @@
 """This page's place in a class: teacher or student, following or not, and the class store it reads and writes.
 
 The teacher's page publishes its state (the URL's settings) each time its URL is written (``publish``, called by
-explorer.state.write_url). A student's page looks every FOLLOW_POLL_S (explorer.classes.panel's fragment) and, when
-the teacher has moved and it follows, asks for a page run that takes its state from the teacher's
-(``FOLLOW_REQUEST``, read by explorer.state.read_url as a link being opened). Reads of a class are shared by every
-session of a server process for INFO_FRESH_S, so thirty students polling cost a few store reads a second.
+explorer.state.write_url). A following student's page opens the teacher's state at the start of each of its runs
+when the teacher has moved (``take_follow_request``, read by explorer.state.read_url as a link being opened); the
+runs come from this process's watch (explorer.classes.watch), or, where it cannot wake a page, from the strip
+looking every FOLLOW_POLL_S. Reads of a class are shared by every session of a server process for INFO_FRESH_S.
 """
 
 from __future__ import annotations
@@ -18,12 +18,12 @@ from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from explorer.classes.database import StoreUnavailable
 from explorer.classes.store import ClassError, ClassInfo, ClassStore, open_store, store_url
+from explorer.classes.watch import ClassWatch
 
 FOLLOW_POLL_S = 0.5
 INFO_FRESH_S = 0.25
 # settings that stay each page's own: the class itself, a student's seat, the projector's text size, the device
 NOT_FOLLOWED = ("class", "seat", "presenter", "device")
-FOLLOW_REQUEST = "class_follow_request"  # a state to open on the next page run (explorer.state.read_url)
 MEMBERSHIP = "class_membership"
 STORE_PROBLEM = "class_store_problem"
 NOTICE = "class_notice"  # a message for this page about the class (a code that did not work, a class that ended)
@@ -96,6 +96,9 @@ def leave() -> None:
     set_membership(None)
     st.session_state.pop(TEACHER_LINK, None)
     st.session_state["class"] = st.session_state["seat"] = ""
+    watch = class_watch()
+    if watch is not None:
+        watch.forget(session_key())
 
 
 class _SharedReads:
@@ -105,11 +108,12 @@ class _SharedReads:
         self._lock = threading.Lock()
         self._reads: dict[str, tuple[float, ClassInfo | ClassError]] = {}
 
-    def read(self, store: ClassStore, code: str) -> ClassInfo:
+    def read(self, store: ClassStore, code: str, max_age_s: float = INFO_FRESH_S) -> ClassInfo:
+        """The class as read at most ``max_age_s`` ago (0: from the store now, for everyone after)."""
         now = time.monotonic()
         with self._lock:
             last = self._reads.get(code)
-        if last is None or now - last[0] > INFO_FRESH_S:
+        if last is None or now - last[0] >= max_age_s:
             try:
                 result: ClassInfo | ClassError = store.info(code)
             except ClassError as error:
@@ -161,13 +165,35 @@ def publish(state: dict[str, str]) -> None:
     shared_reads().forget(member.code)
 
 
-def request_follow(member: Membership, info: ClassInfo) -> None:
-    """Open the teacher's state on the next page run, keeping this page's own settings (NOT_FOLLOWED)."""
-    own = {key: st.query_params[key] for key in NOT_FOLLOWED if key in st.query_params}
-    st.session_state[FOLLOW_REQUEST] = {**info.state, **own, "class": member.code, "seat": member.seat}
-    member.applied_version = info.version
-
-
 def take_follow_request() -> dict[str, str] | None:
-    """The teacher's state this page run opens, if the class panel asked for one (explorer.state.read_url)."""
-    return st.session_state.pop(FOLLOW_REQUEST, None)
+    """The teacher's state a following student's page opens on this run (explorer.state.read_url), when the teacher
+    moved since the page last went there; this page's own settings (NOT_FOLLOWED) stay as they are."""
+    member = membership()
+    if member is None or member.teaching or not member.following:
+        return None
+    store = class_store()
+    if store is None:
+        return None
+    try:
+        info = shared_reads().read(store, member.code)
+    except (ClassError, StoreUnavailable):
+        return None  # the strip says so
+    if info.version <= member.applied_version or not info.state:
+        return None
+    member.applied_version = info.version
+    own = {key: st.query_params[key] for key in NOT_FOLLOWED if key in st.query_params}
+    return {**info.state, **own, "class": member.code, "seat": member.seat}
+
+
+@st.cache_resource(show_spinner=False)
+def _class_watch(url: str) -> ClassWatch:
+    store, reads = _store(url), shared_reads()
+    return ClassWatch(lambda code: reads.read(store, code, max_age_s=0.0))
+
+
+def class_watch() -> ClassWatch | None:
+    """This process's watch over the classes of its pages (explorer.classes.watch), on the server's store."""
+    try:
+        return _class_watch(store_url())
+    except (StoreUnavailable, ValueError):
+        return None

@@ -15,15 +15,16 @@ from explorer.classes.session import (
     FOLLOW_POLL_S,
     Membership,
     class_store,
+    class_watch,
     leave,
     membership,
-    request_follow,
     say,
     session_key,
     shared_reads,
     store_problem,
 )
 from explorer.classes.store import AskedQuestion, ClassError, ClassInfo, ClassNotFound, ClassStore
+from explorer.classes.watch import ClassWatch, can_push, mark_of
 from explorer.context import PageContext
 from explorer.state import AVERAGE_HEADS
 from explorer.widgets import show_figure
@@ -43,6 +44,7 @@ QUESTION_NAMES = {
     "alignment_head": "Which head is an alignment?",
 }
 ANSWERS = "class_answers"  # this page's answers, by question id
+TEACHER_LOOK_S = 1.0  # the teacher's strip: the count of answers as they come
 
 
 def base_url() -> str:
@@ -66,10 +68,19 @@ def qr_png(link: str) -> bytes:
     return image.getvalue()
 
 
-@st.fragment(run_every=FOLLOW_POLL_S)
 def live_strip(ctx: PageContext | None) -> None:
-    """Looks at the class every FOLLOW_POLL_S: a student's page goes where the teacher went (a page run), the
-    question of the moment is drawn, its count kept current."""
+    """The strip, a fragment: on a teacher's page it looks every TEACHER_LOOK_S (the live count); a student's page is
+    woken by this process's watch (explorer.classes.watch) when the class changes, or, where nothing can wake it,
+    looks every FOLLOW_POLL_S."""
+    member = membership()
+    if member is None:
+        return
+    watch = class_watch() if can_push() else None
+    every = TEACHER_LOOK_S if member.teaching else None if watch is not None else FOLLOW_POLL_S
+    st.fragment(_strip, run_every=every)(ctx, watch)
+
+
+def _strip(ctx: PageContext | None, watch: ClassWatch | None) -> None:
     member = membership()
     store = class_store()
     if member is None or store is None:
@@ -84,13 +95,15 @@ def live_strip(ctx: PageContext | None) -> None:
         st.warning(f"The class cannot be reached just now ({error}); the page keeps working on its own.")
         return
     if not member.teaching and member.following and info.version > member.applied_version and info.state:
-        request_follow(member, info)
-        st.rerun(scope="app")
+        st.rerun(scope="app")  # the page run opens the teacher's state (session.take_follow_request)
     with st.container(border=True, key="class_strip"):
         if member.teaching:
             teacher_strip(ctx, store, member, info)
         else:
             student_strip(store, member, info)
+    if watch is not None and not member.teaching:
+        drawn = (member.applied_version if member.following else None, *mark_of(info, following=False)[1:])
+        watch.drew(session_key(), member.code, member.following, drawn)
 
 
 def teacher_strip(ctx: PageContext | None, store: ClassStore, member: Membership, info: ClassInfo) -> None:

@@ -77,6 +77,8 @@ EXPECTED = {
     "training_rss_mb",
     "proxy_p95_ms",
     "proxy_failover_s",
+    "class_follow_p95_ms",
+    "class_answers_failover",
 }
 FIELDS = {"name", "value", "unit", "baseline", "ratio", "target", "met", "params"}
 # cheap on a tiny model; together they cover the ms, tokens/s and budget-baseline kinds of record
