@@ -10,6 +10,7 @@ import plotly.graph_objects as go
 
 from model.analysis.questions import ClassQuestion
 from viz.style import head_colour, shared_layout, white_figure
+from viz.tokens import display_piece, display_text
 
 CHOICE_ROW_PX = 34
 
@@ -19,7 +20,7 @@ def class_answers_figure(question: ClassQuestion, counts: Sequence[int], reveale
     answer marked with ▶ on the choices' axis. Before the reveal nothing tells which choice the model made."""
     if len(counts) != len(question.choices):
         raise ValueError(f"{len(counts)} counts for {len(question.choices)} choices")
-    plain = [html.escape(choice) for choice in question.choices]
+    plain = [choice_html(question, index) for index in range(len(question.choices))]
     labels = [
         f"<b>▶ {label}</b>" if revealed and index == question.answer else label for index, label in enumerate(plain)
     ]
@@ -76,10 +77,24 @@ def class_answers_figure(question: ClassQuestion, counts: Sequence[int], reveale
     return white_figure(panels, layout)
 
 
+def choice_text(question: ClassQuestion, index: int) -> str:
+    """A choice as the page writes it (plain text): a token as the other views write one ("Hund", "·lärt")."""
+    choice = question.choices[index]
+    return display_text(choice) if question.kind == "next_word" else choice
+
+
+def choice_html(question: ClassQuestion, index: int) -> str:
+    """The same, HTML-safe, a special token in grey italics as on the heatmaps' axes."""
+    if question.kind == "next_word":
+        return display_piece(question.choices[index])
+    return html.escape(question.choices[index])
+
+
 def class_answers_rows(question: ClassQuestion, counts: Sequence[int], revealed: bool) -> list[tuple[str, str]]:
     """The same numbers as text rows (the handout's table, a screen reader's)."""
     rows = []
-    for index, (choice, count) in enumerate(zip(question.choices, counts, strict=True)):
+    for index, count in enumerate(counts):
+        choice = choice_text(question, index)
         text = f"{count} student{'s' if count != 1 else ''}"
         if revealed:
             text += f"; the model's {question.value_label}: {question.model_values[index]:.3f}"

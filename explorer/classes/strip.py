@@ -30,7 +30,7 @@ from explorer.state import AVERAGE_HEADS
 from explorer.widgets import show_figure
 from explorer.wording import escape_markdown
 from model.analysis.questions import ClassQuestion, alignment_head, looks_at, next_word
-from viz.classes import class_answers_figure
+from viz.classes import choice_text, class_answers_figure
 
 # the views a teacher can ask about, and what; every other view has no class question
 VIEW_QUESTIONS = {
@@ -218,12 +218,13 @@ def student_strip(store: ClassStore, member: Membership, info: ClassInfo) -> Non
         answers_chart(asked, info.counts)
         return
     if asked.id in mine:
-        choice = asked.question.choices[mine[asked.id]]
+        choice = choice_text(asked.question, mine[asked.id])
         st.markdown(f"Your answer: **{escape_markdown(choice)}**. The teacher reveals the model's answer.")
         return
     with st.container(horizontal=True, key="class_choices"):
-        for index, choice in enumerate(asked.question.choices):
-            st.button(choice, key=f"class_choice_{asked.id}_{index}", on_click=answer, args=(asked.id, index))
+        for index in range(len(asked.question.choices)):
+            label = escape_markdown(choice_text(asked.question, index))  # a button's label is Markdown
+            st.button(label, key=f"class_choice_{asked.id}_{index}", on_click=answer, args=(asked.id, index))
 
 
 def set_following(following: bool) -> None:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from model.analysis.quiz import step_truth
+from model.analysis.words import word_text
 from model.heads import module_name
 from model.trace import Trace
 
@@ -62,8 +63,8 @@ def looks_at(trace: Trace, step: int, layer: int, head: int | None = None) -> Cl
     return ClassQuestion(
         kind="looks_at",
         prompt=(
-            f"When the model writes “{truth.produced}” (step {step + 1}), which source word does decoder layer "
-            f"{layer + 1} ({who}) read most?"
+            f"When the model writes “{word_text([truth.produced])}” (step {step + 1}), which source word does "
+            f"decoder layer {layer + 1} ({who}) read most?"
         ),
         choices=tuple(truth.words[i] for i in kept),
         model_values=tuple(float(w) for w in weights),
@@ -82,7 +83,7 @@ def next_word(trace: Trace, step: int) -> ClassQuestion:
         probabilities.append(float(trace.step_probs[step]))
     kept = _likeliest(np.asarray(probabilities), MAX_CHOICES)
     choices = sorted((pieces[i], probabilities[i]) for i in kept)
-    read = " ".join(trace.target_pieces[1 : step + 1]) or "nothing yet"
+    read = word_text(trace.target_pieces[1 : step + 1]) or "nothing yet"
     return ClassQuestion(
         kind="next_word",
         prompt=f"The model has written: {read}. What does it write next (step {step + 1})?",

@@ -19,6 +19,7 @@ from explorer.classes.store import STORE_ENV, open_store
 from tests.browser.pages import chart, in_parallel, shows, wait_until
 from tests.browser_helpers import chromium, click_button, need_nginx
 from tests.helpers import CHECKPOINTS_ENV
+from viz.classes import choice_text
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -96,7 +97,7 @@ def test_students_on_one_replica_follow_and_answer_a_teacher_on_the_other(
                 )
             asked = open_store(store_url).info(made.code).question
             for student, choice in zip(students, (0, 1), strict=True):
-                click_button(student, asked.question.choices[choice])
+                click_button(student, choice_text(asked.question, choice))
                 wait_until(student, lambda d: "Your answer:" in page_text(d), "the answer was not taken")
             wait_until(teacher, lambda d: "2 of 2 answered" in page_text(d), "the teacher never saw both answers")
             click_button(teacher, "Reveal")

@@ -19,7 +19,9 @@ def test_looks_at_offers_the_source_words_and_the_model_reads_the_heaviest():
     assert question.choices == tuple(WORDS)
     assert question.choices[question.answer] == "runs"
     assert question.model_values == pytest.approx([0.05, 0.1, 0.8, 0.05])
-    assert "“▁Hund”" in question.prompt and "step 2" in question.prompt and "layer 2" in question.prompt
+    assert (
+        "“Hund”" in question.prompt
+    )  # written as words, not pieces and "step 2" in question.prompt and "layer 2" in question.prompt
     assert "head 3" in question.prompt
     mean = looks_at(make_trace(cross), step=1, layer=1)
     assert "mean of its heads" in mean.prompt
@@ -31,7 +33,7 @@ def test_next_word_offers_the_top_tokens_with_their_probabilities_and_the_one_wr
     assert set(question.choices) == {"▁Katze", "▁Maus", "▁Hund"}
     assert question.choices[question.answer] == "▁Hund"
     assert question.model_values[question.answer] == pytest.approx(0.5)  # its step probability
-    assert "▁der" in question.prompt  # what it has written so far
+    assert "written: der." in question.prompt  # what it has written so far, as words
 
 
 def test_alignment_head_is_the_head_nearest_the_diagonal(traces):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from model.analysis.questions import ClassQuestion
-from viz.classes import class_answers_figure, class_answers_rows
+from viz.classes import choice_text, class_answers_figure, class_answers_rows
 
 QUESTION = ClassQuestion(
     "looks_at", "Which word?", ("the", "<b>dog</b>", "runs"), (0.1, 0.7, 0.2), 1, "attention weight"
@@ -34,3 +34,12 @@ def test_revealed_the_model_s_values_stand_beside_the_class_s_with_its_answer_ma
 def test_counts_must_match_the_choices():
     with pytest.raises(ValueError, match="counts"):
         class_answers_figure(QUESTION, [1, 2], revealed=False)
+
+
+def test_token_choices_are_written_as_the_other_views_write_tokens():
+    question = ClassQuestion("next_word", "Next?", ("▁Hund", "lärt", "</s>"), (0.5, 0.3, 0.2), 0, "probability")
+    assert [choice_text(question, index) for index in range(3)] == ["Hund", "·lärt", "</s>"]
+    labels = class_answers_figure(question, [1, 0, 0], revealed=True).layout.yaxis.ticktext
+    assert labels[0] == "<b>▶ Hund</b>" and labels[1] == "·lärt" and "&lt;/s&gt;" in labels[2]
+    words = ClassQuestion("looks_at", "Which?", ("▁odd", "dog"), (0.5, 0.5), 0, "attention weight")
+    assert choice_text(words, 0) == "▁odd"  # source words are words already: left as they are
