@@ -274,3 +274,67 @@ def proxy_failover_s(ctx: Context) -> list[Record]:
             },
         )
     ]
+
+
+THREADS_SESSIONS = 30
+
+
+def hall_threads_p95_ms(ctx: Context) -> list[Record]:
+    """The same class through nginx with replicas x threads per page run (OMP_NUM_THREADS, ``deploy.launch
+    --threads``): 1 and 2 replicas, 1 thread and one per core each, against 2 replicas x 1 thread."""
+    from deploy.launch import LaunchError, find_nginx
+
+    try:
+        find_nginx(None)
+    except LaunchError as error:
+        raise RuntimeError(f"needs nginx: {error}") from None
+    translator = ctx.subject.translator
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    edits = 2
+    cases = [
+        (2, 1),
+        *(
+            (replicas, threads)
+            for replicas in (1, 2)
+            for threads in sorted({1, cores})
+            if (replicas, threads) != (2, 1)
+        ),
+    ]
+    results: dict[tuple[int, int], tuple[list[float], list[str], float, float]] = {}
+    with app_checkpoints(ctx.subject.folder), tempfile.TemporaryDirectory(prefix="bench-threads-") as root:
+        for replicas, threads in cases:
+            env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
+            if ctx.subject.device.type != "cuda":
+                env["CUDA_VISIBLE_DEVICES"] = ""
+            run_dir = Path(root) / f"r{replicas}-t{threads}"
+            sentences = [
+                [sentence_with_pieces(translator, CLASSROOM_PIECES, seed=6000 + i * edits + k) for k in range(edits)]
+                for i in range(THREADS_SESSIONS)
+            ]
+            with lecture_hall(replicas, run_dir, env) as url:
+                results[replicas, threads] = class_of(url, sentences, lambda run_dir=run_dir: hall_cpu_s(run_dir))
+    baseline = results[2, 1]
+    records = []
+    for (replicas, threads), (latencies, errors, _, cpu_s) in results.items():
+        if not latencies:
+            raise RuntimeError(f"{replicas} replicas x {threads} threads: no edit finished; errors: {errors[:3]}")
+        records.append(
+            Record(
+                "hall_threads_p95_ms",
+                percentile(latencies, 95) * 1000,
+                "ms",
+                percentile(baseline[0], 95) * 1000,
+                (),
+                {
+                    "case": f"{THREADS_SESSIONS} sessions x {edits} edits, {replicas} replica(s) x {threads} "
+                    f"thread(s) per page run, {cores} cores",
+                    "baseline_is": "2 replicas x 1 thread (the launcher's default)",
+                    "replicas": replicas,
+                    "threads": threads,
+                    "p50_ms": median(latencies) * 1000,
+                    "errors": float(len(errors)),
+                    "replicas_cpu_ms_per_edit": cpu_s * 1000 / len(latencies),
+                },
+            )
+        )
+    return records

@@ -177,6 +177,11 @@ BENCHMARKS = (
         "60 sessions on 2 replicas behind nginx, the busier one killed: seconds until its sessions are back",
     ),
     Benchmark(
+        ("hall_threads_p95_ms",),
+        single(proxy_load.hall_threads_p95_ms),
+        "30 sessions through nginx with 1 or 2 replicas x 1 thread or one per core per page run: p95 of an edit",
+    ),
+    Benchmark(
         ("class_follow_p95_ms",),
         single(class_load.class_follow_p95_ms),
         "a teacher and 60 students on 2 replicas behind nginx: each teacher move until every student's page shows it",

@@ -59,6 +59,7 @@ class Plan:
     replica_ports: tuple[int, ...]
     run_dir: Path
     nginx: str
+    threads: int = 1  # PyTorch's intra-op threads per page run in each replica (OMP_NUM_THREADS)
 
 
 @dataclass
@@ -145,6 +146,9 @@ def make_plan(args: argparse.Namespace) -> Plan:
     """Check the request before anything starts; raise LaunchError naming what to change."""
     if args.replicas < 1:
         raise LaunchError(f"--replicas {args.replicas}: at least one replica is needed.")
+    threads = args.threads if args.threads is not None else int(os.environ.get("OMP_NUM_THREADS") or 1)
+    if threads < 1:
+        raise LaunchError(f"--threads {threads}: a page run needs at least one thread.")
     first = args.first_replica_port or args.port + 1
     replica_ports = tuple(range(first, first + args.replicas))
     if not 0 < args.port < 65536 or not 0 < first or replica_ports[-1] > 65535:
@@ -162,7 +166,7 @@ def make_plan(args: argparse.Namespace) -> Plan:
             f"replica port{'s' if len(busy) > 1 else ''} {', '.join(map(str, busy))} already in use: choose "
             f"another range with --first-replica-port (the replicas use {args.replicas} ports from it)."
         )
-    return Plan(args.replicas, args.address, args.port, replica_ports, args.run_dir.resolve(), nginx)
+    return Plan(args.replicas, args.address, args.port, replica_ports, args.run_dir.resolve(), nginx, threads)
 
 
 def nginx_config(
@@ -298,6 +302,13 @@ def check_replicas(replicas: list[Replica], now: Callable[[], float] = time.mono
     return restarted
 
 
+def replica_environment(plan: Plan) -> dict[str, str]:
+    """What every replica runs with: this environment, one cookie secret for all (Streamlit takes it from the
+    environment only: a page that moves to another replica keeps a valid upload cookie), and the plan's threads
+    per page run (app.py leaves an OMP_NUM_THREADS it is given as it is)."""
+    return {COOKIE_SECRET_ENV: secrets.token_hex(32), **os.environ, "OMP_NUM_THREADS": str(plan.threads)}
+
+
 def record_processes(run_dir: Path, replicas: list[Replica]) -> None:
     """replicas.json in the run folder: each replica's port and process id, for an operator (or a test) to find."""
     table = {str(replica.port): replica.process.pid for replica in replicas}
@@ -315,9 +326,7 @@ def serve(plan: Plan) -> int:
     if tested.returncode != 0:
         shutil.rmtree(temp_dir, ignore_errors=True)
         raise LaunchError(f"nginx refused the configuration {plan.run_dir / 'nginx.conf'}:\n{tested.stderr.strip()}")
-    # one secret for all (Streamlit takes it from the environment only): a page that moves to another replica keeps
-    # a valid upload (XSRF) cookie
-    environment = {COOKIE_SECRET_ENV: secrets.token_hex(32), **os.environ}
+    environment = replica_environment(plan)
     replicas = [
         Replica(port, plan.run_dir / f"replica-{port}.log", replica_command(port), environment)
         for port in plan.replica_ports
@@ -330,7 +339,10 @@ def serve(plan: Plan) -> int:
     signal.signal(signal.SIGTERM, stop_requested)
     signal.signal(signal.SIGINT, stop_requested)
     try:
-        say(f"starting {plan.replicas} replica(s) on ports {', '.join(map(str, plan.replica_ports))} ...")
+        say(
+            f"starting {plan.replicas} replica(s) on ports {', '.join(map(str, plan.replica_ports))}, "
+            f"{plan.threads} thread(s) per page run ..."
+        )
         for replica in replicas:
             replica.start()
         record_processes(plan.run_dir, replicas)
@@ -378,7 +390,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="python -m deploy.launch",
         description="Serve the explorer from several Streamlit replicas behind nginx on this machine.",
     )
-    parser.add_argument("--replicas", type=int, default=2, help="Streamlit processes (about one per 2 cores)")
+    parser.add_argument("--replicas", type=int, default=2, help="Streamlit processes (about one per core)")
     parser.add_argument("--port", type=int, default=8080, help="the port browsers open (nginx's)")
     parser.add_argument("--address", default="0.0.0.0", help="where nginx listens (0.0.0.0: every interface)")
     parser.add_argument(
@@ -386,6 +398,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--run-dir", type=Path, default=REPO / "runs" / "deploy", help="logs and nginx's files")
     parser.add_argument("--nginx", help="the nginx program (default: nginx on PATH, else /usr/sbin/nginx)")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        help="PyTorch threads per page run in each replica (default: OMP_NUM_THREADS, else 1; docs/deploy.md)",
+    )
     return parser
 
 

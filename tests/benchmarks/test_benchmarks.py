@@ -78,6 +78,7 @@ EXPECTED = {
     "proxy_p95_ms",
     "proxy_failover_s",
     "class_follow_p95_ms",
+    "hall_threads_p95_ms",
     "class_answers_failover",
 }
 FIELDS = {"name", "value", "unit", "baseline", "ratio", "target", "met", "params"}

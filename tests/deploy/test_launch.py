@@ -48,6 +48,20 @@ def test_fewer_than_one_replica_is_refused_before_anything_starts(tmp_path):
     assert not run_dir.exists()
 
 
+def test_each_replica_runs_its_page_runs_on_the_threads_asked(tmp_path, monkeypatch):
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    arguments = ["--port", str(free_port()), "--run-dir", str(tmp_path), "--nginx", "/bin/true"]
+    default = launch.make_plan(launch.build_parser().parse_args(arguments))
+    assert launch.replica_environment(default)["OMP_NUM_THREADS"] == "1"
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")  # an operator's setting is the default
+    assert launch.make_plan(launch.build_parser().parse_args(arguments)).threads == 3
+    asked = launch.make_plan(launch.build_parser().parse_args([*arguments, "--threads", "2"]))
+    environment = launch.replica_environment(asked)
+    assert environment["OMP_NUM_THREADS"] == "2" and environment[launch.COOKIE_SECRET_ENV]
+    result = run_launcher("--threads", "0", "--port", str(free_port()), "--run-dir", str(tmp_path / "run"))
+    assert result.returncode == 2 and "--threads 0" in result.stderr
+
+
 def test_a_busy_port_is_named_and_nothing_starts(tmp_path):
     need_nginx()
     run_dir = tmp_path / "run"
