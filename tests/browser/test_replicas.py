@@ -1,7 +1,14 @@
-"""A lecture hall in real headless Chromium: two Streamlit replicas behind nginx (``python -m deploy.launch``), three
-pages, and one replica killed under them. Each page on the killed replica comes back by itself, through nginx, on
-the live one, showing its own sentence, step and charts again, and goes on working; the launcher restarts the
-dead replica. Skipped with the reason when Chromium or nginx is missing, except under CI=true.
+"""A lecture hall in real headless Chromium: two Streamlit replicas behind nginx (``python -m deploy.launch``) with
+one SQLite class store, started once for this file.
+
+- A class across the replicas: the teacher's page on one, a student's on the other; the student follows the
+  teacher's sentence, view and step without a reload, answers the question the teacher asks, sees the reveal,
+  explores on its own and follows again.
+- Three pages, and one replica killed under them. Each page on the killed replica comes back by itself, through
+  nginx, on the live one, showing its own sentence, step and charts again, and goes on working; the launcher
+  restarts the dead replica.
+
+Skipped with the reason when Chromium or nginx is missing, except under CI=true.
 """
 
 from __future__ import annotations
@@ -12,17 +19,30 @@ import re
 import signal
 import time
 from collections import Counter
+from collections.abc import Iterator
 from contextlib import ExitStack
+from dataclasses import dataclass
+from pathlib import Path
 from urllib.parse import quote
 
 import pytest
 
 from benchmarks.server import lecture_hall
 from deploy.launch import answers
+from explorer.classes.store import STORE_ENV, open_store
 from model.trace import Trace
-from tests.browser.pages import console_errors, in_parallel, shows, wait_until
+from tests.browser.pages import (
+    chart,
+    console_errors,
+    driver_sentence,
+    in_parallel,
+    shows,
+    translation_text,
+    wait_until,
+)
 from tests.browser_helpers import chromium, click_button, need_nginx
 from tests.helpers import CHECKPOINTS_ENV
+from viz.classes import choice_text
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -42,9 +62,22 @@ return request.status === 200;
 """
 
 
-@pytest.fixture
-def nginx_ready() -> None:
+@dataclass(frozen=True)
+class Hall:
+    url: str
+    run_dir: Path
+    store_url: str
+
+
+@pytest.fixture(scope="module")
+def hall(tiny_checkpoint, tmp_path_factory) -> Iterator[Hall]:
+    """Two replicas behind nginx on the tiny checkpoint, sharing one SQLite class store."""
     need_nginx()
+    root = tmp_path_factory.mktemp("hall")
+    store_url = f"sqlite:///{root / 'classes.sqlite'}"
+    env = {**os.environ, CHECKPOINTS_ENV: str(tiny_checkpoint.parent), STORE_ENV: store_url}
+    with lecture_hall(2, root / "run", env) as url:
+        yield Hall(url, root / "run", store_url)
 
 
 def answered_within(driver, condition, seconds: float) -> bool:
@@ -67,12 +100,85 @@ def replica_of(driver) -> str:
     return cookie["value"] if cookie else ""
 
 
-def test_pages_on_a_killed_replica_come_back_by_themselves_on_the_live_one(
-    browser_ready, nginx_ready, tiny_checkpoint, translator, tmp_path
-):
+CLASS_SENTENCES = ("a blue man rides on the street.", "two green dog plays in the snow.")
+
+
+def on_replica(driver, url: str, replica: str) -> None:
+    """Keep this browser on ``replica``: nginx routes by the explorer_replica cookie (deploy/nginx.conf.template)."""
+    driver.get(f"{url}/nginx-health")
+    driver.add_cookie({"name": "explorer_replica", "value": replica, "path": "/"})
+
+
+def type_sentence(driver, sentence: str) -> None:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    box = driver.find_element(By.CSS_SELECTOR, "input[aria-label='Source sentence']")
+    box.send_keys(Keys.CONTROL, "a")
+    box.send_keys(sentence, Keys.ENTER)
+
+
+def page_text(driver) -> str:
+    return driver.execute_script("return document.body.innerText")
+
+
+def shows_translation(driver, sentence: str, trace: Trace) -> bool:
+    return driver_sentence(driver) == sentence and translation_text(driver) == trace.translation
+
+
+def test_a_student_on_one_replica_follows_and_answers_a_teacher_on_the_other(browser_ready, hall, translator, tmp_path):
+    first, second = CLASS_SENTENCES
+    traces = [translator.trace(text, beam_size=1) for text in CLASS_SENTENCES]
+    made = open_store(hall.store_url).create_class(hours=1)  # as python -m explorer.classes new makes one
+    replicas = [f"127.0.0.1:{port}" for port in json.loads((hall.run_dir / "replicas.json").read_text())]
+    with chromium(tmp_path / "teacher", 1280, 1600) as teacher, chromium(tmp_path / "student", 1280, 1600) as student:
+        on_replica(teacher, hall.url, replicas[0])
+        on_replica(student, hall.url, replicas[1])
+        teacher.get(f"{hall.url}/?class={made.code}&teacher={made.teacher_key}&sentence={quote(first)}")
+        wait_until(teacher, lambda d: "You teach class" in page_text(d), "the teacher link did not open the class")
+        assert "teacher=" not in teacher.current_url  # the key leaves the address bar at once
+        student.get(f"{hall.url}/?class={made.code}")
+        wait_until(student, lambda d: "following the teacher" in page_text(d), "the student did not join")
+        wait_until(student, lambda d: driver_sentence(d) == first, "the student did not open the teacher's page")
+        assert [replica_of(teacher), replica_of(student)] == replicas  # one replica each
+
+        # the teacher moves: a new sentence, the decoding steps, step 2; the student's page goes there by itself
+        type_sentence(teacher, second)
+        click_button(teacher, "Decoding steps")
+        wait_until(teacher, lambda d: shows(d, second, traces[1], 0), "the teacher's page did not change")
+        moved = time.monotonic()
+        click_button(teacher, "Next")
+        wait_until(student, lambda d: shows(d, second, traces[1], 1), "the student did not follow", 0.25)
+        print(f"class across replicas: followed {time.monotonic() - moved:.2f} s after the teacher's step")
+
+        # a question: asked on one replica, answered on the other, counted, revealed to both
+        click_button(teacher, "Ask")
+        wait_until(student, lambda d: "Question:" in page_text(d), "the question did not reach the student")
+        asked = open_store(hall.store_url).info(made.code).question
+        click_button(student, choice_text(asked.question, 1))
+        wait_until(student, lambda d: "Your answer:" in page_text(d), "the answer was not taken")
+        wait_until(teacher, lambda d: "1 of 1 answered" in page_text(d), "the teacher never saw the answer")
+        click_button(teacher, "Reveal")
+        for driver in (teacher, student):
+            wait_until(driver, lambda d: chart(d, "The class's answers and the model's"), "no reveal")
+        assert open_store(hall.store_url).counts(asked.id)[1] == 1
+
+        # the student explores alone, then follows again
+        click_button(student, "Explore on my own")
+        wait_until(student, lambda d: "exploring on your own" in page_text(d), "the student kept following")
+        type_sentence(teacher, first)
+        wait_until(teacher, lambda d: shows_translation(d, first, traces[0]), "the teacher's page did not change")
+        time.sleep(1.0)  # five looks of the class watch
+        assert driver_sentence(student) == second
+        click_button(student, "Follow again")
+        wait_until(student, lambda d: shows_translation(d, first, traces[0]), "follow again did not go to the teacher")
+        for driver in (teacher, student):
+            assert not driver.find_elements("css selector", "[data-testid='stException']")
+
+
+def test_pages_on_a_killed_replica_come_back_by_themselves_on_the_live_one(browser_ready, hall, translator, tmp_path):
     expected = [translator.trace(sentence, beam_size=1) for sentence, _ in PAGES]
-    run_dir = tmp_path / "hall"
-    env = {**os.environ, CHECKPOINTS_ENV: str(tiny_checkpoint.parent)}
+    run_dir = hall.run_dir
 
     def open_page(driver, url: str, sentence: str, trace: Trace, step: int) -> str:
         driver.get(f"{url}/?sentence={quote(sentence)}&view=steps&step={step}")
@@ -93,7 +199,7 @@ def test_pages_on_a_killed_replica_come_back_by_themselves_on_the_live_one(
         return time.monotonic() - killed_at
 
     with ExitStack() as stack:
-        url = stack.enter_context(lecture_hall(2, run_dir, env))
+        url = hall.url
         drivers = in_parallel(
             lambda index: stack.enter_context(chromium(tmp_path / f"profile-{index}", 1000, 900)), range(len(PAGES))
         )

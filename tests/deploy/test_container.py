@@ -62,6 +62,11 @@ def test_compose_runs_a_replica_per_nginx_server_and_nginx_reads_the_rendered_co
         assert (DEPLOY / build["context"] / build["dockerfile"]).resolve() == (DEPLOY / "Dockerfile").resolve()
         assert "STREAMLIT_SERVER_COOKIE_SECRET" in service["environment"]  # the same for all (uploads)
         assert service["read_only"] is True and "/tmp" in service["tmpfs"]
+        # one class store for all: the same volume where the SQLite store's URL points
+        assert "classes:/data" in service["volumes"]
+        assert "sqlite:////data/classes.sqlite" in service["environment"]["ATTENTION_EXPLORER_CLASS_STORE"]
+    assert "classes" in compose["volumes"]
+    assert "mkdir /data && chown explorer /data" in (DEPLOY / "Dockerfile").read_text()
     nginx = services["nginx"]
     assert "./nginx-compose.conf:/etc/nginx/nginx.conf:ro" in nginx["volumes"]
     assert set(nginx["depends_on"]) == set(replicas) and "hall" in nginx["networks"]

@@ -1,7 +1,7 @@
 """A class session on the page (AppTest): a teacher's page and students' pages on one store, as a server's sessions.
 
 The store itself on SQLite and PostgreSQL: test_class_store.py; a real browser on each of two replicas behind nginx:
-tests/browser/test_class_replicas.py.
+tests/browser/test_replicas.py.
 """
 
 from __future__ import annotations
@@ -102,6 +102,10 @@ def test_students_follow_the_teacher_stop_and_follow_again(store_url):
     student.button(key="class_follow").click().run()
     student.run()
     assert followed(student) == followed(teacher) and followed(student)["sentence"] == OTHER_SENTENCE
+    # the student's page reconnected to another replica (a new session) opens its URL: the same seat, following
+    reopened = page(**student.query_params)
+    assert reopened.session_state[MEMBERSHIP].seat == student.query_params["seat"]
+    assert followed(reopened) == followed(teacher) and dict(reopened.query_params) == dict(student.query_params)
 
 
 def test_a_question_is_asked_answered_and_revealed_with_the_counts_right(
