@@ -12,6 +12,7 @@ from explorer.classes.export import answers_csv
 from explorer.classes.limits import JOINS_PER_SESSION, WRONG_CODES_PER_PROCESS, WRONG_CODES_PER_SESSION
 from explorer.classes.session import (
     NOTICE,
+    STORE_PROBLEM,
     TEACHER_LINK,
     Membership,
     class_store,
@@ -36,7 +37,7 @@ log = logging.getLogger("explorer.classes")
 def draw(ctx: PageContext | None) -> None:
     """The class's part of the page run: enter a class from the link (``class``, ``teacher``), the sidebar's
     section, and while in a class the live strip. The URL keeps the class's code (and a student's seat) so that a
-    page that reconnects, or is reloaded, is back in its class."""
+    student's page that reconnects, or is reloaded, is back on its seat (a teacher's takes the teacher link)."""
     bind("class")
     bind("seat")
     enter_from_link()
@@ -161,7 +162,7 @@ def sidebar_section() -> None:
         problem = store_problem()
         if problem:
             st.warning(f"Classes are unavailable: {problem}. The page works on its own meanwhile.")
-            st.session_state.pop("class_store_problem", None)
+            st.session_state.pop(STORE_PROBLEM, None)
         if member is None:
             st.caption("Students follow your page on their own devices and answer your questions.")
             st.button("Start a class", on_click=start_class, key="class_start")

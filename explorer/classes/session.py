@@ -178,9 +178,11 @@ def take_follow_request() -> dict[str, str] | None:
         info = shared_reads().read(store, member.code)
     except (ClassError, StoreUnavailable):
         return None  # the strip says so
-    if info.version <= member.applied_version or not info.state:
+    if info.version <= member.applied_version:
         return None
     member.applied_version = info.version
+    if info.version == 0:
+        return None  # the teacher's page has not published yet; an empty state later is its page at its defaults
     own = {key: st.query_params[key] for key in NOT_FOLLOWED if key in st.query_params}
     return {**info.state, **own, "class": member.code, "seat": member.seat}
 

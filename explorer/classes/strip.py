@@ -4,6 +4,7 @@ reveals; a student answers with one press and sees the class's answers beside th
 
 from __future__ import annotations
 
+import functools
 import io
 
 import segno
@@ -62,6 +63,7 @@ def spaced(code: str) -> str:
     return f"{code[:half]} {code[half:]}"
 
 
+@functools.lru_cache(maxsize=64)  # the teacher's strip draws it every second
 def qr_png(link: str) -> bytes:
     image = io.BytesIO()
     segno.make(link, error="m").save(image, kind="png", scale=8, border=2)
@@ -94,7 +96,7 @@ def _strip(ctx: PageContext | None, watch: ClassWatch | None) -> None:
     except StoreUnavailable as error:
         st.warning(f"The class cannot be reached just now ({error}); the page keeps working on its own.")
         return
-    if not member.teaching and member.following and info.version > member.applied_version and info.state:
+    if not member.teaching and member.following and info.version > member.applied_version:
         st.rerun(scope="app")  # the page run opens the teacher's state (session.take_follow_request)
     with st.container(border=True, key="class_strip"):
         if member.teaching:

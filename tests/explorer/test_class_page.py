@@ -73,6 +73,10 @@ def test_students_follow_the_teacher_stop_and_follow_again(store_url):
     student = page(**{"class": code})
     assert_ok(student)
     assert "following the teacher's page" in strip_text(student)
+    # the teacher's page at its defaults published an empty state: the student's page went there, and is not woken
+    # again for it (the watch compares the version a page drew with the class's)
+    info = open_store(store_url).info(code)
+    assert (info.state, info.version) == ({}, 1) and student.session_state[MEMBERSHIP].applied_version == 1
     assert student.query_params["class"] == code and student.query_params["seat"]
     assert "teacher" not in student.query_params
     assert not [button for button in student.get("download_button") if button.key == "class_csv"]
@@ -93,6 +97,11 @@ def test_students_follow_the_teacher_stop_and_follow_again(store_url):
         and followed(student)["view"] == "steps"
     )
     assert chart_titles(student) == chart_titles(teacher)
+    teacher.segmented_control(key="view").set_value("cross").run()  # back to the page's defaults: nothing in the URL
+    student.run()
+    assert followed(student)["view"] == "cross" == followed(teacher)["view"]
+    teacher.segmented_control(key="view").set_value("steps").run()
+    student.run()
 
     student.button(key="class_unfollow").click().run()
     assert "exploring on your own" in strip_text(student)
