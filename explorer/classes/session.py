@@ -22,6 +22,7 @@ from explorer.classes.watch import ClassWatch
 
 FOLLOW_POLL_S = 0.5
 INFO_FRESH_S = 0.25
+PURGE_EVERY_S = 300.0  # an expired class is not found at once, and deleted within this
 # settings that stay each page's own: the class itself, a student's seat, the projector's text size, the device
 NOT_FOLLOWED = ("class", "seat", "presenter", "device")
 MEMBERSHIP = "class_membership"
@@ -54,7 +55,20 @@ def session_key() -> str:
 
 @st.cache_resource(show_spinner=False)
 def _store(url: str) -> ClassStore:
-    return open_store(url)
+    """The store, opened once per process, and a thread that deletes the classes past their time every PURGE_EVERY_S
+    (each replica's: deleting is idempotent)."""
+    store = open_store(url)
+
+    def purge() -> None:
+        while True:
+            try:
+                store.purge_expired()
+            except StoreUnavailable:
+                pass  # tried again next time; the pages say what they see
+            time.sleep(PURGE_EVERY_S)
+
+    threading.Thread(target=purge, name="class-purge", daemon=True).start()
+    return store
 
 
 def class_store() -> ClassStore | None:
