@@ -7,11 +7,12 @@ tests/browser/test_replicas.py.
 from __future__ import annotations
 
 import logging
+import time
 
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from explorer.classes import limits
+from explorer.classes import limits, session
 from explorer.classes.export import answers_csv
 from explorer.classes.limits import WRONG_CODES_PER_SESSION
 from explorer.classes.session import MEMBERSHIP
@@ -206,16 +207,19 @@ def test_a_hostile_nickname_is_stored_as_text_and_a_class_that_ends_lets_student
     assert open_store(store_url).count_rows() == {"classes": 0, "seats": 0, "questions": 0, "answers": 0}
 
 
-def test_retention_ends_a_class_for_its_pages(store_url, monkeypatch):
+def test_retention_ends_a_class_for_its_pages_and_the_server_deletes_it(store_url, monkeypatch):
     monkeypatch.setenv(HOURS_ENV, "0.0001")  # a third of a second
+    monkeypatch.setattr(session, "PURGE_EVERY_S", 0.2)
     teacher, code = teacher_page()
-    assert open_store(store_url).info(code).expires_at
-    import time
-
-    time.sleep(0.6)
+    student = page(**{"class": code})
+    assert open_store(store_url).info(code).seats == 1
+    time.sleep(0.8)
     teacher.run()
     assert any(f"Class {code} has ended" in warning.value for warning in teacher.warning)
-    assert open_store(store_url).purge_expired() == 1
+    student.run()
+    assert any(f"Class {code} has ended" in warning.value for warning in student.warning)
+    # deleted by the server's own purge, with its seat, without anyone asking
+    assert open_store(store_url).count_rows() == {"classes": 0, "seats": 0, "questions": 0, "answers": 0}
 
 
 def test_an_unreachable_store_leaves_the_page_working_alone(monkeypatch, classroom_checkpoints):
