@@ -177,12 +177,12 @@ def sidebar_section() -> None:
 def teacher_section(member: Membership) -> None:
     link = join_link(member.code)
     st.markdown(f"You teach class **{spaced(member.code)}**. Students open:")
-    st.code(link, language=None)
-    st.image(qr_png(link), caption="The join link as a QR code", width=200)
+    st.code(link, language=None, wrap_lines=True)  # wrapped: a scrolling box would need its own keyboard focus
+    st.image(qr_png(link), caption="The join link as a QR code", width=200, alt=f"QR code of the join link {link}")
     teacher_link = st.session_state.get(TEACHER_LINK)
     if teacher_link:
         st.markdown("**Your teacher link**, shown this once: keep it to take the class again from another page.")
-        st.code(teacher_link, language=None)
+        st.code(teacher_link, language=None, wrap_lines=True)
         st.button("I have kept it", key="class_link_kept", on_click=lambda: st.session_state.pop(TEACHER_LINK, None))
     store = class_store()
     if store is not None:

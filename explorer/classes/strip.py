@@ -114,7 +114,8 @@ def teacher_strip(ctx: PageContext | None, store: ClassStore, member: Membership
         st.markdown(f"Class **{spaced(member.code)}** · {students} · join at `{join_link(member.code)}`")
         with st.popover("Show the join code"):
             st.markdown(f"# {spaced(member.code)}")
-            st.image(qr_png(join_link(member.code)), width=320)
+            link = join_link(member.code)
+            st.image(qr_png(link), width=320, alt=f"QR code of the join link {link}")
     asked = info.question
     if asked is None:
         ask_controls(ctx, store, member)
