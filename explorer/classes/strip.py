@@ -27,7 +27,7 @@ from explorer.classes.session import (
 from explorer.classes.store import AskedQuestion, ClassError, ClassInfo, ClassNotFound, ClassStore
 from explorer.classes.watch import ClassWatch, can_push, mark_of
 from explorer.context import PageContext
-from explorer.state import AVERAGE_HEADS
+from explorer.state import AVERAGE_HEADS, presenting
 from explorer.widgets import show_figure
 from explorer.wording import escape_markdown
 from model.analysis.questions import ClassQuestion, alignment_head, looks_at, next_word
@@ -109,26 +109,30 @@ def _strip(ctx: PageContext | None, watch: ClassWatch | None) -> None:
 
 
 def teacher_strip(ctx: PageContext | None, store: ClassStore, member: Membership, info: ClassInfo) -> None:
-    with st.container(horizontal=True, vertical_alignment="center"):
-        students = f"{info.seats} student{'s' if info.seats != 1 else ''}"
-        st.markdown(f"Class **{spaced(member.code)}** · {students} · join at `{join_link(member.code)}`")
-        with st.popover("Show the join code"):
-            st.markdown(f"# {spaced(member.code)}")
-            link = join_link(member.code)
-            st.image(qr_png(link), width=320, alt=f"QR code of the join link {link}")
+    """One row: the class, its join code on demand, and the question controls (ask; or the count, reveal, close);
+    under it the question asked and, revealed, its chart. One row, so that a projected slide keeps its view in the
+    first screen."""
     asked = info.question
-    if asked is None:
-        ask_controls(ctx, store, member)
-        return
-    answered = sum(info.counts)
-    st.markdown(f"**Asked:** {escape_markdown(asked.question.prompt)}")
-    with st.container(horizontal=True, vertical_alignment="center"):
-        st.markdown(f"{answered} of {info.seats} answered")
-        if not asked.revealed:
-            st.button("Reveal", key="class_reveal", on_click=teacher_action, args=("reveal", asked.id))
-        st.button("Close the question", key="class_close", on_click=teacher_action, args=("close", asked.id))
-    if asked.revealed:
-        answers_chart(asked, info.counts)
+    with st.container(horizontal=True, vertical_alignment="center", key="class_teacher_row"):
+        students = f"{info.seats} student{'s' if info.seats != 1 else ''}"
+        where = "" if presenting() else f" · join at `{join_link(member.code)}`"
+        st.markdown(f"Class **{spaced(member.code)}** · {students}{where}")
+        with st.popover("Join code"):
+            link = join_link(member.code)
+            st.markdown(f"# {spaced(member.code)}")
+            st.image(qr_png(link), width=320, alt=f"QR code of the join link {link}")
+            st.code(link, language=None, wrap_lines=True)
+        if asked is None:
+            ask_controls(ctx)
+        else:
+            st.markdown(f"{sum(info.counts)} of {info.seats} answered")
+            if not asked.revealed:
+                st.button("Reveal", key="class_reveal", on_click=teacher_action, args=("reveal", asked.id))
+            st.button("Close the question", key="class_close", on_click=teacher_action, args=("close", asked.id))
+    if asked is not None:
+        st.markdown(f"**Asked:** {escape_markdown(asked.question.prompt)}")
+        if asked.revealed:
+            answers_chart(asked, info.counts)
 
 
 def teacher_action(action: str, question_id: str) -> None:
@@ -146,18 +150,16 @@ def teacher_action(action: str, question_id: str) -> None:
     shared_reads().forget(member.code)
 
 
-def ask_controls(ctx: PageContext | None, store: ClassStore, member: Membership) -> None:
+def ask_controls(ctx: PageContext | None) -> None:
     view = st.session_state.get("view", "")
     kinds = VIEW_QUESTIONS.get(view, ())
     if ctx is None or not kinds:
-        st.caption(
-            "This view has no class question: the decoding steps, the quiz and cross-attention have some. "
-            "Students follow what you show."
-        )
+        st.caption("No class question on this view (the decoding steps, the quiz and cross-attention have some).")
         return
-    with st.container(horizontal=True, vertical_alignment="bottom"):
-        kind = st.selectbox("Ask the class", kinds, format_func=QUESTION_NAMES.get, key="class_question_kind")
-        st.button("Ask", key="class_ask", on_click=ask, args=(ctx, kind))
+    kind = st.selectbox(
+        "Ask the class", kinds, format_func=QUESTION_NAMES.get, key="class_question_kind", label_visibility="collapsed"
+    )
+    st.button("Ask", key="class_ask", on_click=ask, args=(ctx, kind))
 
 
 def ask(ctx: PageContext, kind: str) -> None:

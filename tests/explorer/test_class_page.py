@@ -161,7 +161,7 @@ def test_a_view_without_questions_says_so_and_the_page_refuses_one(store_url):
     teacher, code = teacher_page()
     teacher.segmented_control(key="view").set_value("positional").run()
     assert not [box for box in teacher.selectbox if box.key == "class_question_kind"]
-    assert any("This view has no class question" in caption.value for caption in teacher.caption)
+    assert any("No class question on this view" in caption.value for caption in teacher.caption)
     from explorer.classes.strip import VIEW_QUESTIONS
 
     assert "positional" not in VIEW_QUESTIONS and open_store(store_url).info(code).question is None
