@@ -55,7 +55,7 @@ class Database:
         self.url = url
         if url.startswith("sqlite:///"):
             self.dialect = "sqlite"
-            self._path = Path(url.removeprefix("sqlite:///"))
+            self._path = Path(url.removeprefix("sqlite:///")).expanduser()  # sqlite:///~/classes.sqlite: the home
         elif url.startswith(("postgresql://", "postgres://")):
             self.dialect = "postgresql"
             try:

@@ -238,6 +238,12 @@ def test_the_schema_is_created_once_and_a_newer_one_is_refused(store_url):
         open_store(store_url)
 
 
+def test_a_store_in_the_home_folder_is_written_as_the_docs_write_it(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    open_store("sqlite:///~/explorer/classes.sqlite").create_class(hours=1)
+    assert (tmp_path / "explorer" / "classes.sqlite").is_file()
+
+
 def test_an_unreachable_store_is_a_clear_error(tmp_path):
     blocked = tmp_path / "not-a-folder"
     blocked.write_text("a file where the store's folder should be")
