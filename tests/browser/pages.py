@@ -1,12 +1,23 @@
 """What the browser tests read from a page in headless Chromium: its charts, translation, step and sentence box,
-its console errors, and waiting for it (tests/browser/test_browser.py, test_many_pages.py, test_replicas.py)."""
+its console errors, axe-core's accessibility violations, and waiting for it (tests/browser/test_browser.py,
+test_many_pages.py, test_replicas.py, test_accessibility.py)."""
 
 from __future__ import annotations
 
+import os
+
 from explorer.page import DETAILS_LABEL
 from model.trace import Trace
+from tests.helpers import REPO
 from viz.tokens import display_labels
 
+# axe-core, the npm package in tests/browser/package.json (.ci/run installs it with npm ci), and how it is run: the
+# WCAG 2.1 A and AA rules; serious and critical violations fail
+AXE = REPO / "tests" / "browser" / "node_modules" / "axe-core" / "axe.min.js"
+WCAG_21_AA = ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"]
+BLOCKING = ("serious", "critical")
+RUN_AXE = """const done = arguments[arguments.length - 1];
+axe.run(document, {runOnly: {type: 'tag', values: arguments[0]}}).then(result => done(result.violations));"""
 WAIT_S = 90  # an upper bound for the page to react on a busy 2-core machine, not a timing assertion
 # JavaScript that reads what plotly drew: each chart's title and tick labels from its graph div (a figure of panels:
 # its first panel's, and its third panel's columns).
@@ -194,3 +205,27 @@ def wait_for_page_run(driver, message: str) -> None:
         ),
         message,
     )
+
+
+def axe_source() -> str | None:
+    """axe-core's script; None when it is not installed, except in CI, where that fails the test."""
+    import pytest
+
+    if not AXE.is_file():
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"accessibility tests must run in CI: {AXE.relative_to(REPO)} is missing (npm ci)")
+        return None
+    return AXE.read_text(encoding="utf-8")
+
+
+def blocking_violations(driver, axe_script: str) -> list[str]:
+    """axe's serious and critical violations of the WCAG 2.1 A/AA rules on the page now, one line each."""
+    if not driver.execute_script("return typeof axe !== 'undefined'"):
+        driver.execute_script(axe_script)
+    found = driver.execute_async_script(RUN_AXE, WCAG_21_AA)
+    return [
+        f"{violation['id']} ({violation['impact']}): {violation['help']}: "
+        + " | ".join(node["html"][:120] for node in violation["nodes"][:5])
+        for violation in found
+        if violation["impact"] in BLOCKING
+    ]

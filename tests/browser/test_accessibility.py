@@ -1,14 +1,13 @@
 """The page as a student with a screen reader, a keyboard or a zoomed browser meets it (docs/accessibility.md).
 
 axe-core (the npm package in tests/browser/package.json, which `.ci/run` installs with `npm ci`) checks the WCAG 2.1
-A and AA rules in every view, every experiment, presenter mode, a class and the exported handout, in headless
-Chromium at 1280x800 on the shipped default checkpoint. Skipped with the reason when Chromium or axe-core is
-missing, except under CI=true, where either missing fails.
+A and AA rules in every view, every experiment, presenter mode and the exported handout, in headless Chromium at
+1280x800 on the shipped default checkpoint (a class's pages: tests/browser/test_replicas.py). Skipped with the
+reason when Chromium or axe-core is missing, except under CI=true, where either missing fails.
 """
 
 from __future__ import annotations
 
-import os
 import tempfile
 import time
 from collections.abc import Callable
@@ -17,10 +16,12 @@ from pathlib import Path
 import pytest
 
 from explorer import views
-from explorer.classes.store import STORE_ENV, open_store
 from explorer.components.assistive import SENTENCE_BOX
 from explorer.views.experiments import EXPERIMENTS
 from tests.browser.pages import (
+    AXE,
+    axe_source,
+    blocking_violations,
     driver_sentence,
     load_page,
     open_details,
@@ -30,43 +31,28 @@ from tests.browser.pages import (
 )
 from tests.browser_helpers import chromium, click_button, streamlit_server
 from tests.helpers import REPO
-from viz.classes import choice_text
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
-AXE = REPO / "tests" / "browser" / "node_modules" / "axe-core" / "axe.min.js"
-WCAG_21_AA = ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"]
-BLOCKING = ("serious", "critical")
 # A teacher's sentence, not an image caption: the page adds its out-of-domain notice, which is checked too.
 SENTENCE = "The committee will publish its annual report next spring."
 SETTLED = """return !document.querySelector('[data-testid="stStatusWidget"]')
     && !document.querySelector('[data-stale="true"]') && !!document.querySelector('[data-testid="stMain"]')"""
-RUN_AXE = """const done = arguments[arguments.length - 1];
-axe.run(document, {runOnly: {type: 'tag', values: arguments[0]}}).then(result => done(result.violations));"""
 
 
 @pytest.fixture(scope="module")
 def axe_script(browser_ready) -> str:
-    if not AXE.is_file():
-        reason = f"{AXE.relative_to(REPO)} is missing (npm ci --prefix tests/browser)"
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"accessibility tests must run in CI: {reason}")
-        pytest.skip(reason)
-    return AXE.read_text(encoding="utf-8")
+    source = axe_source()
+    if source is None:
+        pytest.skip(f"{AXE.relative_to(REPO)} is missing (npm ci --prefix tests/browser)")
+    return source
 
 
 @pytest.fixture(scope="module")
-def class_store_url(tmp_path_factory) -> str:
-    return f"sqlite:///{tmp_path_factory.mktemp('classes') / 'classes.sqlite'}"
-
-
-@pytest.fixture(scope="module")
-def shipped_server(browser_ready, tmp_path_factory, class_store_url):
-    """The app on the shipped checkpoints, as a class meets it (its class store in a folder of the tests')."""
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv(STORE_ENV, class_store_url)
-        with streamlit_server(REPO / "checkpoints", tmp_path_factory.mktemp("streamlit-log")) as url:
-            yield url
+def shipped_server(browser_ready, tmp_path_factory):
+    """The app on the shipped checkpoints, as a class meets it."""
+    with streamlit_server(REPO / "checkpoints", tmp_path_factory.mktemp("streamlit-log")) as url:
+        yield url
 
 
 @pytest.fixture
@@ -95,19 +81,6 @@ def act_and_settle(driver, act: Callable[[], object]) -> None:
     wait_until(driver, quiet, "the page never finished its run", poll_s=0.4)
 
 
-def blocking_violations(driver, axe_script: str) -> list[str]:
-    """axe's serious and critical violations of the WCAG 2.1 A/AA rules on the page now, one line each."""
-    if not driver.execute_script("return typeof axe !== 'undefined'"):
-        driver.execute_script(axe_script)
-    found = driver.execute_async_script(RUN_AXE, WCAG_21_AA)
-    return [
-        f"{violation['id']} ({violation['impact']}): {violation['help']}: "
-        + " | ".join(node["html"][:120] for node in violation["nodes"][:5])
-        for violation in found
-        if violation["impact"] in BLOCKING
-    ]
-
-
 def test_no_serious_violations_in_any_view_experiment_or_presenter_mode(shipped_server, driver, axe_script):
     load_page(driver, f"{shipped_server}/?sentence={SENTENCE.replace(' ', '+')}")
     assert driver.execute_script("return document.body.innerText.includes('This sentence is unlike')")  # scanned too
@@ -131,28 +104,6 @@ def test_no_serious_violations_in_any_view_experiment_or_presenter_mode(shipped_
             act_and_settle(driver, lambda label=view.label: click_button(driver, label))
             report[f"presenter mode / {view.label}"] = blocking_violations(driver, axe_script)
     assert len(report) == len(list(views.VIEWS)) + len(list(EXPERIMENTS)) + 1
-    assert {state: found for state, found in report.items() if found} == {}
-
-
-def test_no_serious_violations_in_a_class(shipped_server, class_store_url, driver, axe_script, tmp_path):
-    """The teacher's page (the sidebar's Class section with its QR code, the strip, a revealed question's chart) and a
-    student's (the question's choices)."""
-    made = open_store(class_store_url).create_class(hours=1)
-    with chromium(tmp_path / "student", 1280, 800) as student:
-        student.set_script_timeout(120)
-        act_and_settle(driver, lambda: driver.get(f"{shipped_server}/?class={made.code}&teacher={made.teacher_key}"))
-        act_and_settle(driver, lambda: click_button(driver, "Decoding steps"))
-        student.get(f"{shipped_server}/?class={made.code}")
-        wait_until(student, lambda d: d.execute_script("return document.body.innerText.includes('following')"), "?")
-        act_and_settle(driver, lambda: click_button(driver, "Ask"))
-        asked = open_store(class_store_url).info(made.code).question
-        choice = choice_text(asked.question, 0)
-        wait_until(student, lambda d: d.execute_script(f"return document.body.innerText.includes({choice!r})"), "?")
-        report = {"a student's question": blocking_violations(student, axe_script)}
-        click_button(student, choice)
-        wait_until(driver, lambda d: d.execute_script("return document.body.innerText.includes('1 of 1')"), "?")
-        act_and_settle(driver, lambda: click_button(driver, "Reveal"))
-        report["the teacher's page, revealed"] = blocking_violations(driver, axe_script)
     assert {state: found for state, found in report.items() if found} == {}
 
 

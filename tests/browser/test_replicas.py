@@ -3,7 +3,7 @@ one SQLite class store, started once for this file.
 
 - A class across the replicas: the teacher's page on one, a student's on the other; the student follows the
   teacher's sentence, view and step without a reload, answers the question the teacher asks, sees the reveal,
-  explores on its own and follows again.
+  explores on its own and follows again. axe-core scans the student's question and the teacher's revealed page.
 - Three pages, and one replica killed under them. Each page on the killed replica comes back by itself, through
   nginx, on the live one, showing its own sentence, step and charts again, and goes on working; the launcher
   restarts the dead replica.
@@ -32,6 +32,8 @@ from deploy.launch import answers
 from explorer.classes.store import STORE_ENV, open_store
 from model.trace import Trace
 from tests.browser.pages import (
+    axe_source,
+    blocking_violations,
     chart,
     console_errors,
     driver_sentence,
@@ -130,6 +132,7 @@ def test_a_student_on_one_replica_follows_and_answers_a_teacher_on_the_other(bro
     first, second = CLASS_SENTENCES
     traces = [translator.trace(text, beam_size=1) for text in CLASS_SENTENCES]
     made = open_store(hall.store_url).create_class(hours=1)  # as python -m explorer.classes new makes one
+    axe, violations = axe_source(), {}
     replicas = [f"127.0.0.1:{port}" for port in json.loads((hall.run_dir / "replicas.json").read_text())]
     with chromium(tmp_path / "teacher", 1280, 1600) as teacher, chromium(tmp_path / "student", 1280, 1600) as student:
         on_replica(teacher, hall.url, replicas[0])
@@ -155,13 +158,20 @@ def test_a_student_on_one_replica_follows_and_answers_a_teacher_on_the_other(bro
         click_button(teacher, "Ask")
         wait_until(student, lambda d: "Question:" in page_text(d), "the question did not reach the student")
         asked = open_store(hall.store_url).info(made.code).question
-        click_button(student, choice_text(asked.question, 1))
+        choice = choice_text(asked.question, 1)
+        wait_until(student, lambda d: choice in page_text(d), "the choices did not show")
+        if axe is not None:  # the class's pages pass axe-core as every view does (test_accessibility.py)
+            violations["a student's question"] = blocking_violations(student, axe)
+        click_button(student, choice)
         wait_until(student, lambda d: "Your answer:" in page_text(d), "the answer was not taken")
         wait_until(teacher, lambda d: "1 of 1 answered" in page_text(d), "the teacher never saw the answer")
         click_button(teacher, "Reveal")
         for driver in (teacher, student):
             wait_until(driver, lambda d: chart(d, "The class's answers and the model's"), "no reveal")
         assert open_store(hall.store_url).counts(asked.id)[1] == 1
+        if axe is not None:  # the sidebar's Class section with its QR code, the strip, the chart
+            violations["the teacher's page, revealed"] = blocking_violations(teacher, axe)
+        assert {page: found for page, found in violations.items() if found} == {}
 
         # the student explores alone, then follows again
         click_button(student, "Explore on my own")
