@@ -2,9 +2,8 @@
 
 The entry point only: page config, the sidebar and sentence (explorer.page), a class session's strip
 (explorer.classes), then what lies under them (explorer.main_area: the translation, the chosen view, the
-details). Everything that draws
-lives in explorer/, the model in model/, the figures in viz/. Streamlit runs this file as
-``__main__``; importing it draws nothing.
+details). Everything that draws lives in explorer/, the model in model/, the figures in viz/. Streamlit
+runs this file as ``__main__``; importing it draws nothing.
 
 Run with ``streamlit run app.py``; set ATTENTION_EXPLORER_CHECKPOINTS to read checkpoint
 folders from somewhere other than checkpoints/ next to this file.
