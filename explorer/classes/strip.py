@@ -14,6 +14,7 @@ from explorer.classes.database import StoreUnavailable
 from explorer.classes.limits import ANSWERS_PER_SESSION, ASKS_PER_SESSION
 from explorer.classes.session import (
     FOLLOW_POLL_S,
+    NOTICE,
     Membership,
     class_store,
     class_watch,
@@ -99,6 +100,9 @@ def _strip(ctx: PageContext | None, watch: ClassWatch | None) -> None:
     if not member.teaching and member.following and info.version > member.applied_version:
         st.rerun(scope="app")  # the page run opens the teacher's state (session.take_follow_request)
     with st.container(border=True, key="class_strip"):
+        notice = st.session_state.pop(NOTICE, None)  # from a press in the strip (an answer refused, a throttle)
+        if notice:
+            st.warning(notice)
         if member.teaching:
             teacher_strip(ctx, store, member, info)
         else:

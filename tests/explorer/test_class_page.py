@@ -137,8 +137,19 @@ def test_a_question_is_asked_answered_and_revealed_with_the_counts_right(
         assert_ok(student)
         assert "Your answer:" in strip_text(student)
         assert not [b for b in student.button if b.key.startswith("class_choice_")]  # one answer per student
+    # a press the store refuses (here: the teacher revealed meanwhile) says why in the strip, at once
+    late = page(**{"class": code})
+    teacher.button(key="class_reveal").click().run()
+    late.button(key=f"class_choice_{asked.id}_0").click().run()
+    assert any("answers are closed" in warning.value for warning in late.warning)
+    teacher.button(key="class_close").click().run()
+    teacher.button(key="class_ask").click().run()  # the same question again, for the whole class
+    asked = open_store(store_url).info(code).question
+    for student, choice in zip(students, (0, 0, 1), strict=True):
+        student.run()
+        student.button(key=f"class_choice_{asked.id}_{choice}").click().run()
     teacher.run()
-    assert "3 of 3 answered" in strip_text(teacher)
+    assert "3 of 4 answered" in strip_text(teacher)  # the late page did not answer this one
     assert not any(title.startswith("The class's answers") for title in chart_titles(teacher))  # not yet shown
     teacher.button(key="class_reveal").click().run()
     for app in (teacher, *students):
@@ -151,10 +162,10 @@ def test_a_question_is_asked_answered_and_revealed_with_the_counts_right(
         assert class_bars["x"] == expected_counts
         assert model_bars["x"] == pytest.approx(list(asked.question.model_values))
     rows = answers_csv(open_store(store_url).questions(code, teacher.session_state[MEMBERSHIP].teacher_key))
-    assert rows.count("\n") == 1 + len(asked.question.choices)
+    assert rows.count("\n") == 1 + 2 * len(asked.question.choices)  # the question asked twice, a row per choice
     teacher.run()  # the handout download registered last is the teacher's
     handout = handout_files["tiny-en-de-handout.html"]()
-    assert "Class question 1: " in handout
+    assert "Class question 1: " in handout and "Class question 2: " in handout
 
 
 def test_a_view_without_questions_says_so_and_the_page_refuses_one(store_url):
