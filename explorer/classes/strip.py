@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import functools
 import io
+from collections.abc import Callable
 
 import segno
 import streamlit as st
 
 from explorer.classes.database import StoreUnavailable
-from explorer.classes.limits import ANSWERS_PER_SESSION, ASKS_PER_SESSION
+from explorer.classes.limits import ANSWERS_PER_SESSION, ASKS_PER_SESSION, Throttle
 from explorer.classes.session import (
     FOLLOW_POLL_S,
     NOTICE,
@@ -140,18 +141,33 @@ def teacher_strip(ctx: PageContext | None, store: ClassStore, member: Membership
 
 
 def teacher_action(action: str, question_id: str) -> None:
-    member = membership()
-    store = class_store()
+    if action == "reveal":
+        act_on_class(lambda store, member: store.reveal(member.code, member.teacher_key, question_id))
+    else:
+        act_on_class(lambda store, member: store.close_question(member.code, member.teacher_key))
+
+
+def act_on_class(act: Callable[[ClassStore, Membership], object], throttle: Throttle | None = None) -> bool:
+    """Do a press's ``act`` on this page's class in the store: False, with the reason said on the page, when the page
+    is in no class, the store cannot be reached, ``throttle`` refuses this session, or the store refuses the act.
+    The class's shared read is dropped after, so the page's next look reads what the act changed."""
+    member, store = membership(), class_store()
     if member is None or store is None:
-        return
+        return False
+    if throttle is not None and not throttle.allow(session_key()):
+        say("Too many of those in a minute: wait a moment.")
+        return False
     try:
-        if action == "reveal":
-            store.reveal(member.code, member.teacher_key, question_id)
-        else:
-            store.close_question(member.code, member.teacher_key)
+        act(store, member)
+    except ValueError as error:
+        say(f"That cannot be done here: {error}")
+        return False
     except (ClassError, StoreUnavailable) as error:
         say(str(error))
-    shared_reads().forget(member.code)
+        return False
+    finally:
+        shared_reads().forget(member.code)
+    return True
 
 
 def ask_controls(ctx: PageContext | None) -> None:
@@ -167,21 +183,13 @@ def ask_controls(ctx: PageContext | None) -> None:
 
 
 def ask(ctx: PageContext, kind: str) -> None:
-    member = membership()
-    store = class_store()
-    if member is None or store is None:
-        return
-    if not ASKS_PER_SESSION.allow(session_key()):
-        say("Too many questions in a minute: wait a moment.")
-        return
-    try:
-        question = question_on_view(ctx, st.session_state.get("view", ""), kind)
-        store.ask(member.code, member.teacher_key, question, member.published or {})
-    except ValueError as error:
-        say(f"That question cannot be asked here: {error}")
-    except (ClassError, StoreUnavailable) as error:
-        say(str(error))
-    shared_reads().forget(member.code)
+    view = st.session_state.get("view", "")
+    act_on_class(
+        lambda store, member: store.ask(
+            member.code, member.teacher_key, question_on_view(ctx, view, kind), member.published or {}
+        ),
+        ASKS_PER_SESSION,
+    )
 
 
 def question_on_view(ctx: PageContext, view: str, kind: str) -> ClassQuestion:
@@ -214,19 +222,16 @@ def student_strip(store: ClassStore, member: Membership, info: ClassInfo) -> Non
     if asked is None:
         return
     st.markdown(f"**Question:** {escape_markdown(asked.question.prompt)}")
-    mine = st.session_state.setdefault(ANSWERS, {})
-    if asked.id not in mine:
+    mine = st.session_state.setdefault(ANSWERS, {})  # question id -> this seat's choice, None: not answered
+    if asked.id not in mine:  # once per question: this seat may have answered before the page reconnected
         try:
-            earlier = store.answered(asked.id, member.seat)  # answered before the page reconnected
+            mine[asked.id] = store.answered(asked.id, member.seat)
         except StoreUnavailable as error:
             store_problem(error)
-            earlier = None
-        if earlier is not None:
-            mine[asked.id] = earlier
     if asked.revealed:
         answers_chart(asked, info.counts)
         return
-    if asked.id in mine:
+    if mine.get(asked.id) is not None:
         choice = choice_text(asked.question, mine[asked.id])
         st.markdown(f"Your answer: **{escape_markdown(choice)}**. The teacher reveals the model's answer.")
         return
@@ -245,20 +250,10 @@ def set_following(following: bool) -> None:
 
 
 def answer(question_id: str, choice: int) -> None:
-    member = membership()
-    store = class_store()
-    if member is None or store is None:
-        return
-    if not ANSWERS_PER_SESSION.allow(session_key()):
-        say("Too many answers in a minute: wait a moment.")
-        return
-    try:
-        store.answer(member.code, member.seat, question_id, choice)
-    except (ClassError, StoreUnavailable) as error:
-        say(str(error))
-        return
-    st.session_state.setdefault(ANSWERS, {})[question_id] = choice
-    shared_reads().forget(member.code)
+    if act_on_class(
+        lambda store, member: store.answer(member.code, member.seat, question_id, choice), ANSWERS_PER_SESSION
+    ):
+        st.session_state.setdefault(ANSWERS, {})[question_id] = choice
 
 
 def answers_chart(asked: AskedQuestion, counts: tuple[int, ...]) -> None:
