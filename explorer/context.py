@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
 from streamlit.delta_generator import DeltaGenerator
@@ -36,16 +37,17 @@ class Handout:
     """The charts the page drew, by section, for the handout export (the step section follows its fragment).
 
     Sections come in the page's order: the view, the decoding steps, the translation's probabilities, then a class's
-    questions with its answers (explorer.classes, on the teacher's page).
+    questions with its answers (explorer.classes, on the teacher's page), read from the store and drawn only when
+    the handout is written.
     """
 
     translation: list[HandoutSection] = field(default_factory=list)
     steps: list[HandoutSection] = field(default_factory=list)
     view: list[HandoutSection] = field(default_factory=list)
-    classroom: list[HandoutSection] = field(default_factory=list)
+    classroom: Callable[[], list[HandoutSection]] = list
 
     def sections(self) -> list[HandoutSection]:
-        return [*self.view, *self.steps, *self.translation, *self.classroom]
+        return [*self.view, *self.steps, *self.translation, *self.classroom()]
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,7 @@ strip over the view (following the teacher, the question of the moment: asked, a
 from __future__ import annotations
 
 import logging
+from functools import partial
 
 import streamlit as st
 
@@ -24,7 +25,7 @@ from explorer.classes.session import (
     shared_reads,
     store_problem,
 )
-from explorer.classes.store import MAX_NICKNAME, ClassError, ClassNotFound, normalise_code
+from explorer.classes.store import MAX_NICKNAME, ClassError, ClassNotFound, ClassStore, normalise_code
 from explorer.classes.strip import base_url, join_link, live_strip, qr_png, spaced
 from explorer.context import PageContext
 from explorer.state import bind
@@ -217,15 +218,19 @@ def rename(member: Membership) -> None:
 
 
 def add_to_handout(ctx: PageContext, member: Membership) -> None:
-    """The class's questions so far, each with its answers and the model's (once revealed), in the handout."""
+    """The class's questions so far, each with its answers and the model's (once revealed), in the handout: read
+    and drawn when the handout is written, not on every page run."""
     store = class_store()
-    if store is None:
-        return
+    if store is not None:
+        ctx.handout.classroom = partial(class_sections, store, member.code, member.teacher_key)
+
+
+def class_sections(store: ClassStore, code: str, key: str) -> list[HandoutSection]:
     try:
-        questions = store.questions(member.code, member.teacher_key)
+        questions = store.questions(code, key)
     except (ClassError, StoreUnavailable):
-        return
-    ctx.handout.classroom = [
+        return []  # ended meanwhile, or unreachable: the handout goes without them
+    return [
         HandoutSection(
             f"Class question {number}: {asked.question.prompt}",
             "",
