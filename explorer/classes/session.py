@@ -77,12 +77,12 @@ def class_store() -> ClassStore | None:
     try:
         store = _store(store_url())
     except (StoreUnavailable, ValueError) as error:
-        st.session_state[STORE_PROBLEM] = str(error)
+        store_problem(error)
         return None
     return store
 
 
-def store_problem(error: StoreUnavailable | None = None) -> str | None:
+def store_problem(error: Exception | None = None) -> str | None:
     """Record a store error for the page to show; return the last one recorded (None: none this run)."""
     if error is not None:
         st.session_state[STORE_PROBLEM] = str(error)

@@ -177,18 +177,21 @@ class ClassStore:
 
     def is_teacher(self, code: str, key: str) -> bool:
         with self.database.transaction() as cursor:
-            cursor.execute(
-                "SELECT teacher_key_hash FROM classes WHERE code = ? AND expires_at > ?", (code, time.time())
-            )
-            row = cursor.fetchone()
-        return row is not None and hmac.compare_digest(row[0], _hash_key(key))
+            stored = self._key_hash(cursor, code)
+        return stored is not None and hmac.compare_digest(stored, _hash_key(key))
 
-    def _check_teacher(self, cursor: Cursor, code: str, key: str, action: str) -> None:
+    @staticmethod
+    def _key_hash(cursor: Cursor, code: str) -> str | None:
+        """The teacher key's hash of a class still within its time, None for no such class."""
         cursor.execute("SELECT teacher_key_hash FROM classes WHERE code = ? AND expires_at > ?", (code, time.time()))
         row = cursor.fetchone()
-        if row is None:
+        return None if row is None else str(row[0])
+
+    def _check_teacher(self, cursor: Cursor, code: str, key: str, action: str) -> None:
+        stored = self._key_hash(cursor, code)
+        if stored is None:
             raise ClassNotFound(f"There is no class {code} (it has ended, or the code is wrong).")
-        if not hmac.compare_digest(row[0], _hash_key(key)):
+        if not hmac.compare_digest(stored, _hash_key(key)):
             log.warning("refused %s on class %s: not the teacher's key", action, code)
             raise NotTheTeacher("Only the teacher's page can do that.")
 
@@ -243,7 +246,7 @@ class ClassStore:
                 (code,),
             )
             asked = [self._asked(row) for row in cursor.fetchall()]
-            return [(question, self._counts(cursor, question)) for question in asked]
+            return [(question, self._tally(cursor, question.id, len(question.question.choices))) for question in asked]
 
     # --- the students' side ------------------------------------------------------------------------------------
 
@@ -252,8 +255,7 @@ class ClassStore:
         else a new one. The nickname is cut to MAX_NICKNAME characters and stored as text, never markup."""
         nickname = " ".join(nickname.split())[:MAX_NICKNAME]
         with self.database.transaction(write=True) as cursor:
-            cursor.execute("SELECT 1 FROM classes WHERE code = ? AND expires_at > ?", (code, time.time()))
-            if cursor.fetchone() is None:
+            if self._key_hash(cursor, code) is None:
                 raise ClassNotFound(f"There is no class {code} (it has ended, or the code is wrong).")
             if seat:
                 cursor.execute("SELECT 1 FROM seats WHERE class_code = ? AND seat = ?", (code, seat))
@@ -284,7 +286,7 @@ class ClassStore:
             )
             open_row = cursor.fetchone()
             question = None if open_row is None else self._asked(open_row)
-            counts = () if question is None else tuple(self._counts(cursor, question))
+            counts = () if question is None else tuple(self._tally(cursor, question.id, len(question.question.choices)))
         return ClassInfo(code, float(row[0]), json.loads(row[1]), int(row[2]), seats, question, counts)
 
     def rename(self, code: str, seat: str, nickname: str) -> None:
@@ -391,9 +393,6 @@ class ClassStore:
             bool(revealed),
             bool(closed),
         )
-
-    def _counts(self, cursor: Cursor, question: AskedQuestion) -> list[int]:
-        return self._tally(cursor, question.id, len(question.question.choices))
 
     @staticmethod
     def _tally(cursor: Cursor, question_id: str, choices: int) -> list[int]:

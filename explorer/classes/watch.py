@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -124,7 +125,7 @@ class ClassWatch:
 
     def _run(self) -> None:
         while True:
-            threading.Event().wait(self._interval_s)
+            time.sleep(self._interval_s)
             try:
                 self.check(request_run)
             except Exception:  # the watch must outlive any one class's trouble
