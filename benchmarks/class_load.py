@@ -25,7 +25,8 @@ from urllib.parse import quote
 
 from benchmarks.app_benchmarks import CLASSROOM_PIECES, app_checkpoints
 from benchmarks.context import Context
-from benchmarks.proxy_load import hall_cpu_s
+from benchmarks.memory import PageClient
+from benchmarks.proxy_load import hall_cpu_s, hall_env, need_nginx
 from benchmarks.records import Check, Record
 from benchmarks.server import lecture_hall
 from benchmarks.subject import sentence_with_pieces
@@ -38,23 +39,13 @@ RUN_LIMIT_S = 120.0
 LONE_EDITS = 10
 
 
-class ClassPage:
-    """A page over Streamlit's websocket, as a browser runs it: on one replica (nginx's explorer_replica cookie), it
-    keeps the query string the page writes, draws the runs the server starts by itself (``listen``), reruns a
-    fragment that asks to be rerun every so often, presses a button by its key (in the button's fragment), and
-    records when its sentence box showed each sentence."""
+class ClassPage(PageClient):
+    """PageClient's session as a class's page runs it: it keeps the query string the page writes, draws the runs the
+    server starts by itself (``listen``), reruns a fragment that asks to be rerun every so often, presses a button by
+    its key (in the button's fragment), and records when its sentence box showed each sentence."""
 
     def __init__(self, url: str, replica: str = "") -> None:
-        from websockets.sync.client import connect
-
-        headers = {"Cookie": f"explorer_replica={replica}"} if replica else None
-        self.connection = connect(
-            url.replace("http://", "ws://") + "/_stcore/stream",
-            subprotocols=["streamlit"],
-            max_size=None,
-            open_timeout=30,
-            additional_headers=headers,
-        )
+        super().__init__(url, replica)
         self.query = ""
         self.fragment = ""  # the class strip's fragment, once the page asked to be rerun every half second
         self.interval_s = 0.5
@@ -138,18 +129,9 @@ class ClassPage:
                 self.run(fragment=self.fragment)
                 next_look = time.monotonic() + self.interval_s
 
-    def close(self) -> None:
-        self.connection.close()
-
 
 def replicas_of(run_dir: Path) -> list[str]:
     return [f"127.0.0.1:{port}" for port in json.loads((run_dir / "replicas.json").read_text())]
-
-
-def class_env(store: Path) -> dict[str, str]:
-    env = {**os.environ, "ATTENTION_EXPLORER_CLASS_STORE": f"sqlite:///{store}"}
-    env.setdefault("CUDA_VISIBLE_DEVICES", "")
-    return env
 
 
 def students_looking(pages: list[ClassPage], stop: threading.Event, errors: list[str]) -> list[threading.Thread]:
@@ -201,6 +183,7 @@ def open_class(url: str, store: Path, replicas: list[str]) -> tuple[str, str, Cl
 
 
 def class_follow_p95_ms(ctx: Context) -> list[Record]:
+    need_nginx()
     translator = ctx.subject.translator
     sentences = [sentence_with_pieces(translator, CLASSROOM_PIECES, seed=7000 + i) for i in range(MOVES + 1)]
     lone = [sentence_with_pieces(translator, CLASSROOM_PIECES, seed=7100 + i) for i in range(3 * (LONE_EDITS + 1))]
@@ -209,7 +192,8 @@ def class_follow_p95_ms(ctx: Context) -> list[Record]:
     stop = threading.Event()
     with app_checkpoints(ctx.subject.folder), tempfile.TemporaryDirectory(prefix="bench-class-") as root:
         run_dir = Path(root) / "hall"
-        with lecture_hall(2, run_dir, class_env(Path(root) / "classes.sqlite")) as url:
+        env = hall_env(ctx, ATTENTION_EXPLORER_CLASS_STORE=f"sqlite:///{Path(root) / 'classes.sqlite'}")
+        with lecture_hall(2, run_dir, env) as url:
             replicas = replicas_of(run_dir)
             alone = lone_edits(url, replicas[0], before)
             _, _, teacher, students = open_class(url, Path(root) / "classes.sqlite", replicas)
@@ -272,6 +256,7 @@ def class_follow_p95_ms(ctx: Context) -> list[Record]:
 def class_answers_failover(ctx: Context) -> list[Record]:
     from explorer.classes.store import open_store
 
+    need_nginx()
     translator = ctx.subject.translator
     sentence = sentence_with_pieces(translator, CLASSROOM_PIECES, seed=7200)
     errors: list[str] = []
@@ -279,7 +264,7 @@ def class_answers_failover(ctx: Context) -> list[Record]:
     with app_checkpoints(ctx.subject.folder), tempfile.TemporaryDirectory(prefix="bench-answers-") as root:
         run_dir = Path(root) / "hall"
         store = Path(root) / "classes.sqlite"
-        with lecture_hall(2, run_dir, class_env(store)) as url:
+        with lecture_hall(2, run_dir, hall_env(ctx, ATTENTION_EXPLORER_CLASS_STORE=f"sqlite:///{store}")) as url:
             replicas = replicas_of(run_dir)
             code, key, teacher, students = open_class(url, store, replicas)
             teacher.run(sentence=sentence)

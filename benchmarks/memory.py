@@ -48,7 +48,9 @@ def rss_mb(pid: int) -> float:
 class PageClient:
     """A minimal Streamlit browser: sends reruns over the websocket and reads the page until the run ends."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, replica: str = "") -> None:
+        """A session on the server at ``url``; behind deploy.launch's nginx, on ``replica`` (its address) when given
+        (nginx's explorer_replica cookie)."""
         from websockets.sync.client import connect
 
         self.connection = connect(
@@ -56,6 +58,7 @@ class PageClient:
             subprotocols=["streamlit"],
             max_size=None,
             open_timeout=30,
+            additional_headers={"Cookie": f"explorer_replica={replica}"} if replica else None,
         )
         self.sentence_widget_id: str | None = None
         self.tables: set[int] = set()  # tokenization tables seen (hashes): one per sentence means edits took effect

@@ -45,6 +45,25 @@ def hall_cpu_s(run_dir: Path) -> float:
     return sum(cpu_s(pid) for pid in pids)
 
 
+def need_nginx() -> None:
+    """Raise, naming what to install, where the launcher finds no nginx."""
+    from deploy.launch import LaunchError, find_nginx
+
+    try:
+        find_nginx(None)
+    except LaunchError as error:
+        raise RuntimeError(f"needs nginx: {error}") from None
+
+
+def hall_env(ctx: Context, **extra: str) -> dict[str, str]:
+    """The replicas' environment: this one with ``extra``, and no GPU unless the subject runs on one (the page's
+    "auto" device then means the CPU, as asked)."""
+    env = {**os.environ, **extra}
+    if ctx.subject.device.type != "cuda":
+        env["CUDA_VISIBLE_DEVICES"] = ""
+    return env
+
+
 def class_of(
     url: str, sentences: list[list[str]], cpu: Callable[[], float] = lambda: 0.0
 ) -> tuple[list[float], list[str], float, float]:
@@ -92,12 +111,7 @@ def class_of(
 
 
 def proxy_p95_ms(ctx: Context) -> list[Record]:
-    from deploy.launch import LaunchError, find_nginx
-
-    try:
-        find_nginx(None)
-    except LaunchError as error:
-        raise RuntimeError(f"needs nginx: {error}") from None
+    need_nginx()
     translator = ctx.subject.translator
     class_sizes = (30, 60) if ctx.quick else (30, 60, 120)
     edits = 2  # as the in-process classroom benchmark's sessions
@@ -105,9 +119,7 @@ def proxy_p95_ms(ctx: Context) -> list[Record]:
     restarts: dict[int, int] = {}
     client_cpu_ms: dict[tuple[int, int], float] = {}  # the simulated browsers' (this process's) per edit
     with app_checkpoints(ctx.subject.folder), tempfile.TemporaryDirectory(prefix="bench-hall-") as root:
-        env = dict(os.environ)
-        if ctx.subject.device.type != "cuda":
-            env["CUDA_VISIBLE_DEVICES"] = ""
+        env = hall_env(ctx)
         for replicas in (1, 2):
             run_dir = Path(root) / f"replicas-{replicas}"
             with lecture_hall(replicas, run_dir, env) as url:
@@ -241,9 +253,7 @@ def proxy_failover_s(ctx: Context) -> list[Record]:
     translator = ctx.subject.translator
     sentences = [sentence_with_pieces(translator, CLASSROOM_PIECES, seed=5000 + i) for i in range(FAILOVER_SESSIONS)]
     with app_checkpoints(ctx.subject.folder), tempfile.TemporaryDirectory(prefix="bench-failover-") as root:
-        env = dict(os.environ)
-        if ctx.subject.device.type != "cuda":
-            env["CUDA_VISIBLE_DEVICES"] = ""
+        env = hall_env(ctx)
         run_dir = Path(root) / "hall"
         with lecture_hall(2, run_dir, env) as url:
             began = time.perf_counter()
@@ -282,12 +292,7 @@ THREADS_SESSIONS = 30
 def hall_threads_p95_ms(ctx: Context) -> list[Record]:
     """The same class through nginx with replicas x threads per page run (OMP_NUM_THREADS, ``deploy.launch
     --threads``): 1 and 2 replicas, 1 thread and one per core each, against 2 replicas x 1 thread."""
-    from deploy.launch import LaunchError, find_nginx
-
-    try:
-        find_nginx(None)
-    except LaunchError as error:
-        raise RuntimeError(f"needs nginx: {error}") from None
+    need_nginx()
     translator = ctx.subject.translator
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     edits = 2
@@ -303,9 +308,7 @@ def hall_threads_p95_ms(ctx: Context) -> list[Record]:
     results: dict[tuple[int, int], tuple[list[float], list[str], float, float]] = {}
     with app_checkpoints(ctx.subject.folder), tempfile.TemporaryDirectory(prefix="bench-threads-") as root:
         for replicas, threads in cases:
-            env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
-            if ctx.subject.device.type != "cuda":
-                env["CUDA_VISIBLE_DEVICES"] = ""
+            env = hall_env(ctx, OMP_NUM_THREADS=str(threads))
             run_dir = Path(root) / f"r{replicas}-t{threads}"
             sentences = [
                 [sentence_with_pieces(translator, CLASSROOM_PIECES, seed=6000 + i * edits + k) for k in range(edits)]
