@@ -13,7 +13,8 @@ from model.training.toy_settings import ToySettings
 class Exercise:
     """A "try this" claim of the Train view: settings to train with and the held-out exact match they should reach
     (``at_least``) or never exceed (``at_most``) within ``steps``, measured every 50 steps on one CPU thread as the
-    Train view's workers train. tests/model/test_live.py trains every one and checks it."""
+    Train view's workers train. tests/model/test_live.py trains every one that learns and checks it, and shows for
+    those that never learn that no training of their model can pass the ceiling."""
 
     title: str
     changes: dict[str, Any]  # ToySettings fields that differ from the defaults
