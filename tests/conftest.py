@@ -7,6 +7,7 @@ tests/browser_helpers.py and tests/marian_helpers.py.
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 from pathlib import Path
@@ -66,6 +67,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         files.setdefault(item.path, []).append(item)
     items[:] = [item for tests in sorted(files.values(), key=start_order) for item in tests]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Scan the installed packages for Streamlit components once per test process, not once per AppTest.
+
+    Every AppTest starts a runtime of its own, and each reads the metadata of every installed distribution looking
+    for component manifests (streamlit.components.v2.manifest_scanner): about half of a short AppTest's time with
+    the test tools installed. A server scans once when it starts; the packages do not change while the tests run.
+    """
+    from streamlit.components.v2 import manifest_scanner
+
+    manifest_scanner.scan_component_manifests = functools.cache(manifest_scanner.scan_component_manifests)
 
 
 @pytest.fixture(scope="session")
