@@ -29,7 +29,7 @@ from tests.browser.pages import (
     translation_text,
     wait_until,
 )
-from tests.browser_helpers import chromium, click_button, streamlit_server
+from tests.browser_helpers import as_new, chromium, click_button, streamlit_server
 from tests.helpers import REPO
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -55,11 +55,17 @@ def shipped_server(browser_ready, tmp_path_factory):
         yield url
 
 
+@pytest.fixture(scope="module")
+def browser(browser_ready):
+    """One browser for the module's tests (tests/browser_helpers.py ``as_new``), recording its network log."""
+    with chromium(Path(tempfile.mkdtemp(prefix="chromium-profile-")), 1280, 800, network_log=True) as shared:
+        shared.set_script_timeout(120)  # axe on a whole page of charts, on a busy machine
+        yield shared
+
+
 @pytest.fixture
-def driver(browser_ready):
-    with chromium(Path(tempfile.mkdtemp(prefix="chromium-profile-")), 1280, 800, network_log=True) as browser:
-        browser.set_script_timeout(120)
-        yield browser
+def driver(browser):
+    return as_new(browser, 1280, 800)
 
 
 def act_and_settle(driver, act: Callable[[], object]) -> None:

@@ -36,7 +36,7 @@ from tests.browser.pages import (
     wait_until,
 )
 from tests.browser.walk import outside_requests
-from tests.browser_helpers import chromium, click_button, streamlit_server
+from tests.browser_helpers import as_new, chromium, click_button, streamlit_server
 from tests.helpers import BAD_INPUTS, REPO
 from viz.tokens import display_labels
 
@@ -46,17 +46,17 @@ OUTPUT = REPO / "test-output"
 NEW_SENTENCE = "the girl sits."
 
 
-@pytest.fixture
-def driver(browser_ready):
-    with chromium(Path(tempfile.mkdtemp(prefix="chromium-profile-"))) as browser:
-        yield browser
+@pytest.fixture(scope="module")
+def browser(browser_ready):
+    """One browser for the module's tests (tests/browser_helpers.py ``as_new``), recording its network log: some
+    tests read the Streamlit messages the page receives."""
+    with chromium(Path(tempfile.mkdtemp(prefix="chromium-profile-")), network_log=True) as shared:
+        yield shared
 
 
 @pytest.fixture
-def network_driver(browser_ready):
-    """A browser that records its network log: the tests read the Streamlit messages the page receives."""
-    with chromium(Path(tempfile.mkdtemp(prefix="chromium-profile-")), network_log=True) as browser:
-        yield browser
+def driver(browser):
+    return as_new(browser, 1400, 2200)
 
 
 def test_translates_redraws_and_steps(server, driver, translator):
@@ -93,14 +93,13 @@ def test_translates_redraws_and_steps(server, driver, translator):
     assert console_errors(driver) == []
 
 
-def test_a_new_head_redraws_the_view_alone_and_keeps_the_link(server, network_driver):
+def test_a_new_head_redraws_the_view_alone_and_keeps_the_link(server, driver):
     """The attention view is a fragment: a head picked reruns it, not the page (every element the server sends
     belongs to the fragment, none goes to the sidebar), and the link follows. A new sentence, a whole-page run,
     shows that the frames read are the page's: it redraws the sidebar outside any fragment."""
     from selenium.webdriver.common.by import By
     from selenium.webdriver.common.keys import Keys
 
-    driver = network_driver
     load_page(driver, server)
     shown = next(title for title in drawn_titles(driver) if title.startswith("Decoder layer"))
     head = next(head for head in range(1, 5) if not shown.endswith(f"head {head}"))  # as the page counts, from 1
@@ -120,12 +119,11 @@ def test_a_new_head_redraws_the_view_alone_and_keeps_the_link(server, network_dr
     assert console_errors(driver) == []
 
 
-def test_a_switch_between_views_of_the_sentence_reruns_the_view_alone(server, network_driver, tmp_path):
+def test_a_switch_between_views_of_the_sentence_reruns_the_view_alone(server, driver, tmp_path):
     """The view picker and the view are a fragment (explorer.main_area.view_area): a switch between views of the
     sentence reruns it alone (every element sent belongs to a fragment), the link drops the last view's settings and
     the handout holds the view now drawn, not the last one's chart. A switch to the quiz, which hides the
     translation, runs the page."""
-    driver = network_driver
     driver.execute_cdp_cmd("Browser.setDownloadBehavior", {"behavior": "allow", "downloadPath": str(tmp_path)})
     load_page(driver, server)
     received_deltas(driver)
@@ -178,10 +176,9 @@ setTimeout(() => window.__extraSockets.push(new WebSocket(url)), 50);
 """
 
 
-def test_a_burst_of_reconnections_asks_for_one_page_run(server, network_driver):
+def test_a_burst_of_reconnections_asks_for_one_page_run(server, driver):
     """explorer/components/reconnect.js asks for a whole-page run once a burst of reconnections has settled, not once
     per connection (each run would replace the last, and a fragment's run asked for meanwhile)."""
-    driver = network_driver
     load_page(driver, server)
     received_messages(driver)
     driver.execute_script(TWO_RECONNECTIONS)
@@ -320,24 +317,24 @@ NARROW_CHARTS = [  # views that put charts side by side or in a column beside th
 ]
 
 
-def test_chart_titles_fit_their_charts_at_1280x800(server):
+def test_chart_titles_fit_their_charts_at_1280x800(server, browser):
     """Titles are never cut off: each chart's title ends inside the chart and panel titles neither leave their chart
     nor run into each other, in every view that narrows charts."""
-    with chromium(Path(tempfile.mkdtemp(prefix="chromium-profile-")), width=1280, height=800) as driver:
-        for query, charts_drawn in NARROW_CHARTS:
-            driver.get(f"{server}/?{query}")
-            readings: list = [None]
+    driver = as_new(browser, 1280, 800)
+    for query, charts_drawn in NARROW_CHARTS:
+        driver.get(f"{server}/?{query}")
+        readings: list = [None]
 
-            def settled(d, n=charts_drawn, readings=readings) -> bool:
-                """Every chart drawn and measured the same twice in a row: the last charts settle their widths."""
-                readings.append(d.execute_script(TITLE_FITS))
-                return len(readings[-1]) >= n and readings[-1] == readings[-2]
+        def settled(d, n=charts_drawn, readings=readings) -> bool:
+            """Every chart drawn and measured the same twice in a row: the last charts settle their widths."""
+            readings.append(d.execute_script(TITLE_FITS))
+            return len(readings[-1]) >= n and readings[-1] == readings[-2]
 
-            wait_until(driver, settled, f"{query}: its charts never drew", poll_s=0.3)
-            measured = readings[-1]
-            assert [(query, title) for title, right, width in measured if right > width] == []
-            assert driver.execute_script(PANEL_TITLE_CLASHES) == [], query
-            assert console_errors(driver) == []
+        wait_until(driver, settled, f"{query}: its charts never drew", poll_s=0.3)
+        measured = readings[-1]
+        assert [(query, title) for title, right, width in measured if right > width] == []
+        assert driver.execute_script(PANEL_TITLE_CLASHES) == [], query
+        assert console_errors(driver) == []
 
 
 def test_another_kind_keeps_the_layer_and_head_and_draws_each_display(server, driver, translator):
@@ -389,7 +386,7 @@ return {
 """
 
 
-def test_bad_inputs_in_a_real_page_render_as_text(server, network_driver):
+def test_bad_inputs_in_a_real_page_render_as_text(server, driver):
     """Every entry of tests.helpers.BAD_INPUTS typed into the page: each run ends with its translation or a message,
     no element the browser built from markup, no console error. (The toy tokenizer reads markup characters as <unk>:
     that every piece, output and sentence is escaped is asserted element by element in
@@ -398,7 +395,6 @@ def test_bad_inputs_in_a_real_page_render_as_text(server, network_driver):
     Lone surrogates are left out: no keyboard or clipboard yields them, and the one way in, a script setting the
     box, makes Streamlit's frontend send bad UTF-8 that its server refuses (the run never starts). What our code
     does with them is tested without a browser (tests/explorer, tests/model)."""
-    driver = network_driver
     load_page(driver, server)
     for name, text in BAD_INPUTS.items():
         if name == "lone surrogates":
@@ -445,7 +441,7 @@ return [header.bottom, slide.getBoundingClientRect().top, slide.innerText, box &
 
 
 def test_first_screen_at_1280x800_shows_the_translation_and_cross_attention_and_enter_translates(
-    browser_ready, tmp_path_factory
+    browser, tmp_path_factory
 ):
     """The shipped default checkpoint, as a class first sees it: no scrolling, true labels, Enter; presenter mode's
     keys, also through a sampled translation."""
@@ -459,10 +455,8 @@ def test_first_screen_at_1280x800_shows_the_translation_and_cross_attention_and_
     translator = load_checkpoint(shipped, device="cpu")
     folder = tmp_path_factory.mktemp("first-screen")
     (folder / "multi30k-en-de").symlink_to(shipped)
-    with (
-        streamlit_server(folder, tmp_path_factory.mktemp("streamlit-log")) as url,
-        chromium(Path(tempfile.mkdtemp(prefix="chromium-profile-")), width=1280, height=800) as driver,
-    ):
+    with streamlit_server(folder, tmp_path_factory.mktemp("streamlit-log")) as url:
+        driver = as_new(browser, 1280, 800)
         driver.execute_cdp_cmd(
             "Emulation.setDeviceMetricsOverride",
             {"width": 1280, "height": 800, "deviceScaleFactor": 1, "mobile": False},
