@@ -1,7 +1,7 @@
 """model.train end to end on a toy task: learning, exact resume, and DDP agreeing with one process.
 
 The task reverses sequences of 3-8 symbols ("c a f d" -> "d f a c") with a word-level
-tokenizer, small enough to learn in about twenty seconds on one CPU thread. One reference
+tokenizer, small enough to learn in about fifteen seconds on one CPU thread. One reference
 run (module fixture) serves the tests that compare with it: the resumed run and the
 two-process run must reproduce its per-epoch metrics, a --cpu-bf16 run must follow them.
 Every test here runs training, so the module is in the slow tier; one training step on its own
@@ -31,7 +31,7 @@ from tests.helpers import REPO
 pytestmark = pytest.mark.slow
 
 SYMBOLS = "abcdefgh"
-EPOCHS = 24
+EPOCHS = 18  # with room over every level the first test asks; fewer come near its 95% exact match
 RESUMED_EPOCHS = 6  # where the resume test's run ends: far enough for a resumed mistake to show in the losses
 SEED = 1
 MAX_TOKENS = 800
