@@ -344,6 +344,18 @@ def test_a_closed_sessions_training_ends(pools):
 
 
 @pytest.mark.slow
+def test_closing_the_pool_ends_its_trainings_and_empties_its_queue(pools):
+    pool = pools(slots=1)
+    pool.submit("a", replace(TINY, steps=20_000))
+    pool.submit("b", TINY)
+    wait_for(lambda: pool.view("a").step > 0)
+    process = pool._jobs["a"].process
+    pool.close()
+    assert not process.is_alive()
+    assert pool.view("a") is None and pool.view("b") is None and pool.waiting() == 0
+
+
+@pytest.mark.slow
 def test_a_training_continues_in_the_pool_and_a_queued_one_can_be_cancelled(pools):
     pool = pools(slots=1)
     pool.submit("a", TINY)
