@@ -55,12 +55,21 @@ def dropout_mask(x: torch.Tensor, p: float) -> torch.Tensor:
     return (bits >= dropped - levels // 2).to(x.dtype).mul_(levels / (levels - dropped))
 
 
+def building_on_meta() -> bool:
+    """True while modules are being built under ``torch.device("meta")``: shapes without data, to know a model's
+    size before loading it. Nothing is initialised there, and drawing from a normal distribution for a meta tensor
+    would import torch._dynamo, which nothing else the explorer does needs: a second of CPU at every server start."""
+    return torch.empty(0).is_meta
+
+
 class TokenEmbedding(nn.Module):
     """3.4: learned embeddings multiplied by sqrt(d_model) (``scale=False`` leaves them as they are)."""
 
     def __init__(self, vocab_size: int, d_model: int, scale: bool = True) -> None:
         super().__init__()
-        self.embedding = nn.Embedding(vocab_size, d_model)
+        # an empty table on the "meta" device (a size known before loading) is left undrawn: see building_on_meta
+        table = torch.empty(vocab_size, d_model) if building_on_meta() else None
+        self.embedding = nn.Embedding(vocab_size, d_model, _weight=table)
         self.scale = math.sqrt(d_model) if scale else 1.0
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
@@ -122,7 +131,9 @@ class PositionalEncoding(nn.Module):
         offset: int = 0,
     ) -> None:
         super().__init__()
-        fixed = sinusoidal_encoding(offset + max_len, d_model, layout)
+        # shapes alone on the "meta" device (building_on_meta): computing the table there imports torch._dynamo
+        length = offset + max_len
+        fixed = torch.empty(length, d_model) if building_on_meta() else sinusoidal_encoding(length, d_model, layout)
         if kind == "learned":
             self.encoding = nn.Parameter(fixed)
         else:

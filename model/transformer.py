@@ -256,6 +256,8 @@ class Transformer(nn.Module):
         can still collapse the encoder (one vector for all positions, uniform cross-attention); pre-norm layers
         (``norm_first``) keep the positions apart (docs/training-recipe.md).
         """
+        if self.generator.weight.is_meta:
+            return  # shapes alone (layers.building_on_meta): nothing to draw
         for name, parameter in self.named_parameters():
             if parameter.dim() > 1 and not name.endswith("positional.encoding"):  # a learned encoding starts at 3.5's
                 nn.init.xavier_uniform_(parameter)

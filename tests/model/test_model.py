@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import copy
 import math
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -13,7 +15,7 @@ from model import Transformer, TransformerConfig, capture_attention
 from model.interop import Seq2SeqTransformer, export_torch, import_torch
 from model.interop.torch_transformer import tutorial_logits
 from model.layers import Dropout, PositionalEncoding, TokenEmbedding, sinusoidal_encoding
-from tests.helpers import small_config
+from tests.helpers import REPO, small_config
 
 VARIANTS = {
     "paper": {},
@@ -608,3 +610,45 @@ def test_final_logits_bias_is_added_in_the_logits_dtype_under_cpu_autocast():
             projected = model.generator(hidden)
     assert projected.dtype == logits.dtype == torch.bfloat16
     assert torch.equal(logits, projected + model.final_logits_bias.to(torch.bfloat16))
+
+
+META_VARIANTS = {
+    "paper": {},
+    "learned, unshared": dict(positional_encoding="learned", share_embeddings=False),
+    "fairseq, offset, tied": dict(
+        positional_layout="fairseq", position_offset=2, share_embeddings=True, tie_output=True, output_bias=False
+    ),
+    "marian, no encoding": dict(positional_layout="marian", positional_encoding="none", final_logits_bias=True),
+}
+
+
+def tensor_shapes(model: nn.Module) -> dict[str, tuple[tuple[int, ...], torch.dtype]]:
+    return {name: (tuple(t.shape), t.dtype) for name, t in [*model.named_parameters(), *model.named_buffers()]}
+
+
+@pytest.mark.parametrize("changes", META_VARIANTS.values(), ids=META_VARIANTS.keys())
+def test_a_model_built_on_the_meta_device_has_the_real_ones_tensors(changes):
+    """The explorer knows a checkpoint's size before loading it from a model built on the "meta" device
+    (explorer.compute.meta_model): every parameter and buffer must be there with its shape and dtype, though
+    nothing is drawn or computed for it."""
+    config = small_config(40, **changes)
+    with torch.device("meta"):
+        shapes = Transformer(config)
+    real = Transformer(config)
+    assert tensor_shapes(shapes) == tensor_shapes(real)
+    assert all(t.is_meta for t in [*shapes.parameters(), *shapes.buffers()])
+
+
+def test_a_model_built_on_the_meta_device_does_not_import_the_compiler():
+    """A random draw or the sinusoid table computed for meta tensors imports torch._dynamo, a second of CPU at every
+    server start that nothing else the explorer does needs; building the model there draws and computes nothing."""
+    code = (
+        "import sys, torch\n"
+        "from model import Transformer, TransformerConfig\n"
+        "with torch.device('meta'):\n"
+        "    Transformer(TransformerConfig(src_vocab_size=40, tgt_vocab_size=40))\n"
+        "print('torch._dynamo' in sys.modules)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["False"]
