@@ -58,7 +58,7 @@ def dropout_mask(x: torch.Tensor, p: float) -> torch.Tensor:
 def building_on_meta() -> bool:
     """True while modules are being built under ``torch.device("meta")``: shapes without data, to know a model's
     size before loading it. Nothing is initialised there, and drawing from a normal distribution for a meta tensor
-    would import torch._dynamo, which nothing else the explorer does needs: a second of CPU at every server start."""
+    would import torch._dynamo, which nothing else the explorer does needs, at every server start."""
     return torch.empty(0).is_meta
 
 

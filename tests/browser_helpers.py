@@ -135,9 +135,9 @@ def as_new(driver, width: int, height: int):
     network logs emptied (what they hold from here is this test's), the window at ``width`` x ``height`` with no
     emulated screen, downloads as the browser's default. The page stays open until the test opens its own.
 
-    A module's tests share one browser: a page of a server this browser has drawn before takes a quarter of the CPU
-    of a new browser's first page (its renderer and compiled scripts are kept), on a machine whose two cores the
-    suite keeps busy."""
+    A module's tests share one browser: a page of a server this browser has drawn before takes a fraction of the
+    CPU of a new browser's first page (its renderer and compiled scripts are kept), on a machine whose two cores the
+    suite keeps busy (docs/testing.md, "Where the time goes")."""
     driver.get_log("browser")
     if "performance" in driver.log_types:
         driver.get_log("performance")

@@ -73,7 +73,7 @@ def pytest_configure(config: pytest.Config) -> None:
     """Scan the installed packages for Streamlit components once per test process, not once per AppTest.
 
     Every AppTest starts a runtime of its own, and each reads the metadata of every installed distribution looking
-    for component manifests (streamlit.components.v2.manifest_scanner): about half of a short AppTest's time with
+    for component manifests (streamlit.components.v2.manifest_scanner), a good share of a short AppTest's time with
     the test tools installed. A server scans once when it starts; the packages do not change while the tests run.
     """
     from streamlit.components.v2 import manifest_scanner
