@@ -12,13 +12,9 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from benchmarks.server import free_port, stop, wait_for_health
 from tests.helpers import CHECKPOINTS_ENV, REPO
-
-if TYPE_CHECKING:
-    pass
 
 # --- headless Chromium ---
 
