@@ -235,9 +235,7 @@ class TrainingPool:
             self._jobs.clear()
             self._queue.clear()
         for job in jobs:
-            if job.process is not None and job.process.is_alive():
-                job.process.kill()
-                job.process.join(1.0)
+            self._end_process(job, wait_s=0.0)
 
     # --- inside --------------------------------------------------------------------------------------------------
 
