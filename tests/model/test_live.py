@@ -248,14 +248,13 @@ def test_without_the_positional_encoding_no_training_passes_the_ceiling(exercise
     assert settings.positional == "none" and settings.task in ("copy", "reverse"), "the argument holds for these alone"
     run = train_toy(settings)
     translator, model = run.translator(), run.model()
-    start = model.config.bos_id
     sources = [source.split() for source, _ in run.held_out]
     reordered = 0
     for (source, target), words in zip(run.held_out, sources, strict=True):
         rotated = " ".join(words[1:] + words[:1])
         reordered += rotated != source
         # the next-token scores for the right answer, step by step, read by the model given either ordering
-        answer = torch.tensor([[start, *translator.target_ids(target, len(words) + 1)]])
+        answer = torch.tensor([[model.config.start_id, *translator.target_ids(target, len(words) + 1)]])
         with torch.no_grad():
             scores = [model(torch.tensor([translator.source_ids(text).ids]), answer) for text in (source, rotated)]
         torch.testing.assert_close(scores[1], scores[0], rtol=0, atol=1e-5, msg=f"{source!r} and {rotated!r}")
