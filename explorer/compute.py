@@ -130,7 +130,8 @@ def in_its_languages(compute: Callable[..., Result]) -> Callable[..., Result]:
 
 @st.cache_data(show_spinner="Checking checkpoint folders…")
 def list_checkpoints(folder: str, stamp: Stamp) -> list[CheckpointEntry]:
-    """Every sub-folder, validated fully (model.checkpoint.scan_checkpoints); ``stamp`` only keys the cache."""
+    """Every sub-folder, checked as loading it would (model.checkpoint.scan_checkpoints); ``stamp`` only keys the
+    cache."""
     return scan_checkpoints(folder)
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import hashlib
+import itertools
 import json
 import threading
 from dataclasses import dataclass, field
@@ -157,6 +158,40 @@ def read_config(folder: Path) -> TransformerConfig:
 def build_model(folder: Path) -> tuple[Transformer, Tokenizer]:
     """Validate every file of a checkpoint folder and return the model (CPU, eval) and tokenizer."""
     folder = Path(folder)
+    config, tokenizer = _checked_config_and_tokenizer(folder)
+    weights = folder / "model.safetensors"
+    if not weights.is_file():
+        return seeded_model(folder, config, _seed_recipe(folder, weights)), tokenizer
+    model = Transformer(config)
+    _check_stored_tensors(weights, model)
+    try:
+        load_model(model, str(weights), strict=True)
+    except RuntimeError as error:
+        raise CheckpointError(f"{weights}: weights do not match config.json ({error})") from error
+    except Exception as error:  # safetensors raises its own error types for truncated or corrupt files
+        raise CheckpointError(f"{weights}: corrupt or truncated safetensors file ({error})") from error
+    model.float().eval().requires_grad_(False)
+    return model, tokenizer
+
+
+def check_checkpoint(folder: Path) -> None:
+    """Make every check ``build_model`` makes, with its errors, without reading the weights: the names and shapes
+    in model.safetensors' header are checked against the architecture config.json describes, built on the meta
+    device, and safetensors checks the file's length against its header. Listing a folder of a model of hundreds of
+    millions of parameters reads kilobytes. A seed kept in place of the weights is checked by rebuilding them, as
+    loading does (only untrained models are kept so)."""
+    folder = Path(folder)
+    config, _ = _checked_config_and_tokenizer(folder)
+    weights = folder / "model.safetensors"
+    if not weights.is_file():
+        seeded_model(folder, config, _seed_recipe(folder, weights))
+        return
+    with torch.device("meta"):
+        _check_stored_tensors(weights, Transformer(config))
+
+
+def _checked_config_and_tokenizer(folder: Path) -> tuple[TransformerConfig, Tokenizer]:
+    """config.json and the tokenizer, checked against each other (vocabulary sizes, special ids)."""
     _refuse_pickles(folder)
     if not folder.is_dir():
         raise CheckpointError(f"{folder}: not a checkpoint folder")
@@ -184,23 +219,48 @@ def build_model(folder: Path) -> tuple[Transformer, Tokenizer]:
                 raise CheckpointError(
                     f"{folder / 'config.json'}: {field}={getattr(config, field)} but the {side} tokenizer uses {value}"
                 )
-    weights = folder / "model.safetensors"
-    if not weights.is_file():
-        recipe = read_card(folder).initial_weights
-        if recipe is None:
-            raise CheckpointError(f"{weights}: file is missing")
-        return seeded_model(folder, config, recipe), tokenizer
-    model = Transformer(config)
+    return config, tokenizer
+
+
+def _seed_recipe(folder: Path, weights: Path) -> InitialWeights:
+    recipe = read_card(folder).initial_weights
+    if recipe is None:
+        raise CheckpointError(f"{weights}: file is missing")
+    return recipe
+
+
+def _check_stored_tensors(weights: Path, model: Transformer) -> None:
+    """The tensors model.safetensors' header names, against ``model``'s, as safetensors' strict ``load_model``
+    checks them: every tensor of the model stored, under one of its names when several modules share it (tied
+    embeddings are stored once), nothing else stored, every shape the model's. Reads the header alone."""
     try:
         with safetensors.safe_open(str(weights), framework="pt") as handle:
-            handle.keys()
-        load_model(model, str(weights), strict=True)
-    except RuntimeError as error:
-        raise CheckpointError(f"{weights}: weights do not match config.json ({error})") from error
+            stored = {name: list(handle.get_slice(name).get_shape()) for name in handle.keys()}
     except Exception as error:  # safetensors raises its own error types for truncated or corrupt files
         raise CheckpointError(f"{weights}: corrupt or truncated safetensors file ({error})") from error
-    model.float().eval().requires_grad_(False)
-    return model, tokenizer
+    shapes = {name: list(tensor.shape) for name, tensor in model.state_dict().items()}
+    names_of: dict[int, list[str]] = {}
+    every_name = itertools.chain(
+        model.named_parameters(remove_duplicate=False), model.named_buffers(remove_duplicate=False)
+    )
+    for name, tensor in every_name:
+        if name in shapes:
+            names_of.setdefault(id(tensor), []).append(name)
+    missing, unexpected = [], sorted(set(stored) - set(shapes))
+    for names in names_of.values():
+        kept = sorted(name for name in names if name in stored)
+        if not kept:
+            missing.append(min(names))
+        unexpected += kept[1:]  # a shared tensor stored twice: its second copy would never be read
+    problems = [f"Missing key(s): {', '.join(sorted(missing))}"] if missing else []
+    problems += [f"Unexpected key(s): {', '.join(sorted(unexpected))}"] if unexpected else []
+    problems += [
+        f"size mismatch for {name}: the file has {stored[name]}, config.json makes {shapes[name]}"
+        for name in sorted(set(stored) & set(shapes))
+        if stored[name] != shapes[name]
+    ]
+    if problems:
+        raise CheckpointError(f"{weights}: weights do not match config.json ({'; '.join(problems)})")
 
 
 def seeded_model(folder: Path, config: TransformerConfig, recipe: InitialWeights) -> Transformer:
@@ -236,7 +296,8 @@ class CheckpointEntry:
 
 
 def scan_checkpoints(root: str | Path) -> list[CheckpointEntry]:
-    """Validate every sub-folder of ``root`` fully (config, tokenizer, weights), in name order, hidden ones left out.
+    """Check every sub-folder of ``root`` as loading it would (``check_checkpoint``: config, tokenizer, the weights'
+    header), in name order, hidden ones left out.
 
     Plain data defined in a module, so the app can cache the result (pickled) while many
     sessions run its script at once.
@@ -247,7 +308,7 @@ def scan_checkpoints(root: str | Path) -> list[CheckpointEntry]:
     entries = []
     for path in sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")):
         try:
-            build_model(path)
+            check_checkpoint(path)
             entries.append(CheckpointEntry(path.name, str(path), read_card(path)))
         except CheckpointError as error:
             entries.append(CheckpointEntry(path.name, str(path), error=str(error)))

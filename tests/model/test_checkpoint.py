@@ -9,22 +9,26 @@ import types
 
 import pytest
 import safetensors
+import safetensors.torch
 import torch
 
+import model.checkpoint as checkpoint_module
 from model import Transformer, load_checkpoint
 from model.card import Card
 from model.checkpoint import (
     CheckpointError,
     build_model,
+    check_checkpoint,
     find_snapshots,
     initial_model,
     read_card,
+    read_config,
     resolve_device,
     save_checkpoint,
     scan_checkpoints,
 )
 from model.tokenizer import Tokenizer, word_index
-from tests.helpers import DEFAULT_CHECKPOINT, random_model, small_config
+from tests.helpers import DEFAULT_CHECKPOINT, REPO, random_model, small_config
 
 
 @pytest.fixture
@@ -442,6 +446,55 @@ def test_scan_checkpoints_lists_sub_folders_by_name_with_their_cards_or_errors(t
     assert no_weights.error.startswith(str(root / "c-no-weights" / "model.safetensors"))
     assert "missing" in no_weights.error and no_weights.card == Card()
     assert scan_checkpoints(tmp_path / "nowhere") == []
+
+
+def change_tensors(weights, change) -> None:
+    """Rewrite the safetensors file ``weights`` with ``change(tensors)`` applied to its name -> tensor dict."""
+    with safetensors.safe_open(str(weights), framework="pt") as handle:
+        tensors = {name: handle.get_tensor(name) for name in handle.keys()}
+    change(tensors)
+    safetensors.torch.save_file(tensors, str(weights))
+
+
+BIAS = "encoder.layers.0.self_attn.q_proj.bias"
+SHARED = "decoder.embed.embedding.weight"  # the name safetensors kept of the table three modules share
+WEIGHTS_THAT_DO_NOT_LOAD = {  # changes of the tiny checkpoint's weights file that a strict load refuses
+    "truncated": lambda weights: weights.write_bytes(weights.read_bytes()[:-1]),
+    "a byte too many": lambda weights: weights.write_bytes(weights.read_bytes() + b"\0"),
+    "not safetensors": lambda weights: weights.write_bytes(b"garbage"),
+    "a tensor missing": lambda weights: change_tensors(weights, lambda tensors: tensors.pop(BIAS)),
+    "a tensor too many": lambda weights: change_tensors(weights, lambda tensors: tensors.update(extra=torch.zeros(2))),
+    "a shape changed": lambda weights: change_tensors(
+        weights, lambda tensors: tensors.update({BIAS: tensors[BIAS][1:]})
+    ),
+    "a shared table stored twice": lambda weights: change_tensors(
+        weights, lambda tensors: tensors.update({"generator.weight": tensors[SHARED].clone()})
+    ),
+    "a shared table stored under no name": lambda weights: change_tensors(weights, lambda tensors: tensors.pop(SHARED)),
+}
+
+
+@pytest.mark.parametrize("change", WEIGHTS_THAT_DO_NOT_LOAD.values(), ids=WEIGHTS_THAT_DO_NOT_LOAD.keys())
+def test_the_header_check_refuses_what_a_strict_load_refuses_and_says_so_as_loading_does(checkpoint_copy, change):
+    weights = checkpoint_copy / "model.safetensors"
+    change(weights)
+    with pytest.raises((RuntimeError, safetensors.SafetensorError)):  # safetensors' own strict load: the reference
+        safetensors.torch.load_model(Transformer(read_config(checkpoint_copy)), str(weights), strict=True)
+    with pytest.raises(CheckpointError) as checked:
+        check_checkpoint(checkpoint_copy)
+    with pytest.raises(CheckpointError) as loaded:
+        build_model(checkpoint_copy)
+    assert str(checked.value) == str(loaded.value) and str(checked.value).startswith(f"{weights}: ")
+
+
+def test_the_header_check_takes_every_shipped_checkpoint_and_reads_no_weights(monkeypatch, tmp_path, toy_tokenizer):
+    untrained = initial_model(small_config(toy_tokenizer.vocab_size("source")), seed=5)
+    seeded = save_checkpoint(tmp_path / "seeded", untrained, toy_tokenizer, half=True, initial_seed=5)
+    monkeypatch.setattr(checkpoint_module, "load_model", lambda *args, **kwargs: pytest.fail("weights were read"))
+    shipped = REPO / "checkpoints"
+    for folder in (*sorted(path for path in shipped.iterdir() if path.is_dir()), seeded):
+        check_checkpoint(folder)
+    assert {entry.error for entry in scan_checkpoints(shipped)} == {""}
 
 
 def test_find_snapshots_leaves_out_hidden_stages(tmp_path):
