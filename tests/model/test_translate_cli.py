@@ -34,16 +34,17 @@ def expected(tiny_checkpoint):
     return lambda text: translator.translate(text, beam_size=1, max_new_tokens=MAX_LEN)
 
 
-def test_translates_text_arguments(tiny_checkpoint, expected):
+def test_translates_text_arguments(tiny_checkpoint, expected, capsys):
     texts = ["a dog runs in the park.", "two girls sit on a red bike."]
     options = ("--device", "cpu", "--beam", "1", "--max-new-tokens", str(MAX_LEN))
-    result = run_cli("--checkpoint", str(tiny_checkpoint), *options, *texts)
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.splitlines() == [expected(text) for text in texts]
-    assert all(line.strip() for line in result.stdout.splitlines())
+    translate.main(["--checkpoint", str(tiny_checkpoint), *options, *texts])
+    out = capsys.readouterr().out
+    assert out.splitlines() == [expected(text) for text in texts]
+    assert all(line.strip() for line in out.splitlines())
 
 
 def test_translates_stdin_lines_and_keeps_blank_lines(tiny_checkpoint, expected):
+    """The command as a person runs it, in a process of its own, reading a pipe (the other tests call its main)."""
     lines = ["the man plays with a ball.", "", "an old woman walks."]
     result = run_cli(
         "--checkpoint", str(tiny_checkpoint), "--device", "cpu", "--beam", "1", "--max-new-tokens", str(MAX_LEN),
@@ -74,19 +75,21 @@ def test_sampling_options_draw_what_the_library_draws_and_bad_ones_are_refused(t
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="the fallback notice needs a machine without CUDA")
-def test_missing_gpu_falls_back_with_a_notice_on_stderr(tiny_checkpoint, expected):
+def test_missing_gpu_falls_back_with_a_notice_on_stderr(tiny_checkpoint, expected, capsys):
     options = ("--device", "cuda", "--beam", "1", "--max-new-tokens", str(MAX_LEN))
-    result = run_cli("--checkpoint", str(tiny_checkpoint), *options, "a cat.")
-    assert result.returncode == 0, result.stderr
-    assert "CUDA was requested but is not available" in result.stderr
-    assert result.stdout.splitlines() == [expected("a cat.")]  # stdout holds only the translation
+    translate.main(["--checkpoint", str(tiny_checkpoint), *options, "a cat."])
+    printed = capsys.readouterr()
+    assert "CUDA was requested but is not available" in printed.err
+    assert printed.out.splitlines() == [expected("a cat.")]  # stdout holds only the translation
 
 
-def test_unusable_checkpoint_is_a_clear_error(tmp_path):
-    result = run_cli("--checkpoint", str(tmp_path / "missing"), "hello")
-    assert result.returncode == 2
-    assert "missing: not a checkpoint folder" in result.stderr
-    assert result.stdout == ""
+def test_unusable_checkpoint_is_a_clear_error(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        translate.main(["--checkpoint", str(tmp_path / "missing"), "hello"])
+    assert exit_info.value.code == 2
+    printed = capsys.readouterr()
+    assert "missing: not a checkpoint folder" in printed.err
+    assert printed.out == ""
 
 
 COMMANDS = {  # command -> (its parser, its main)
