@@ -233,7 +233,7 @@ def shipped_model(request) -> tuple[str, Path, Translator]:
 
 @pytest.fixture(scope="module")
 def marian(tmp_path_factory):
-    """A tiny random MarianMT model imported with ``python -m model.import_marian``: (Hugging Face model,
+    """A tiny random MarianMT model imported by ``python -m model.import_hf``'s main: (Hugging Face model,
     MarianTokenizer, save_pretrained folder, imported checkpoint folder). Everything is built here, offline: two
     SentencePiece models trained on toy text, a joint vocab.json, a MarianTokenizer and a random MarianMTModel
     saved with save_pretrained. Skips without transformers, except in CI (CI=true), where it fails."""
@@ -278,7 +278,7 @@ def marian(tmp_path_factory):
 def random_marian_imported(transformers, config, tokenizer, source: Path, seed: int):
     """A random MarianMTModel of ``config``, every weight, norm and bias away from its initial value and the logits
     bias non-zero, with OPUS-MT's generation defaults, saved with ``tokenizer`` in ``source`` and imported with
-    ``python -m model.import_marian`` into checkpoints/<its name> beside it: (the model, ready for
+    ``python -m model.import_hf``'s main into checkpoints/<its name> beside it: (the model, ready for
     output_attentions, source, imported folder, what the importer printed)."""
     torch.manual_seed(seed)
     model = transformers.MarianMTModel(config).eval()
@@ -304,7 +304,7 @@ def random_marian_imported(transformers, config, tokenizer, source: Path, seed: 
 def marian_separate(tmp_path_factory):
     """A tiny random MarianMT model with separate source and target vocabularies, as the tc-big OPUS-MT models have
     them (share_encoder_decoder_embeddings false, vocab.json and target_vocab.json, decoder_vocab_size), imported
-    with ``python -m model.import_marian``: (Hugging Face model, MarianTokenizer, save_pretrained folder, imported
+    by ``python -m model.import_hf``'s main: (Hugging Face model, MarianTokenizer, save_pretrained folder, imported
     checkpoint folder). The source vocabulary is the larger, so the two <pad> ids differ. Skips without transformers,
     except in CI (CI=true), where it fails."""
     transformers = transformers_or_skip()

@@ -3,20 +3,17 @@ import, checked against Hugging Face."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import torch
 
 from model.tokenizer import load_sentencepiece, train_sentencepiece
-from tests.helpers import REPO, toy_sentences
-
-if TYPE_CHECKING:
-    pass
+from tests.helpers import toy_sentences
 
 # --- the tiny MarianMT model (tests/conftest.py's marian fixture) ---
 
@@ -92,9 +89,15 @@ def write_separate_tokenizer_files(folder: Path) -> tuple[dict[str, int], dict[s
 
 
 def run_importer(*args: str) -> subprocess.CompletedProcess:
-    """``python -m model.import_hf ARGS`` from the repository root (the converter of every family, Marian's too)."""
-    return subprocess.run(
-        [sys.executable, "-m", "model.import_hf", *map(str, args)], cwd=REPO, capture_output=True, text=True
+    """``python -m model.import_hf ARGS``'s main (the converter of every family, Marian's too), in this process: its
+    exit code and what it printed. The command itself, in a process of its own, is run by test_marian.py."""
+    from model.interop.huggingface import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        returncode = main([str(arg) for arg in args])
+    return subprocess.CompletedProcess(
+        ["python", "-m", "model.import_hf", *map(str, args)], returncode, out.getvalue(), err.getvalue()
     )
 
 
