@@ -31,11 +31,11 @@ SENTENCES = (
 # Run inside one tree (its folder first on sys.path): time each workload, print {name: [seconds, ...]}.
 WORKER = r"""
 import json, sys, time
-import torch
-torch.set_num_threads(1)
-from model import load_checkpoint
+from model import load_checkpoint  # the tree's own modules first: a tree that cannot load them fails at once
 from model.heads import ATTENTION_KINDS  # each tree's own names for the kinds of attention
 from viz import attention_axes, attention_grid, attention_heatmap
+import torch
+torch.set_num_threads(1)
 
 sentences, checkpoint, repeats = json.loads(sys.argv[1])
 translator = load_checkpoint(checkpoint, device="cpu")
