@@ -96,6 +96,11 @@ def session_of(driver) -> str:
     return driver.execute_script("return document.documentElement.dataset.explorerSession || ''")
 
 
+def parent_of(pid: int) -> int:
+    """The process that started ``pid`` (Linux's /proc; nginx runs on Linux here)."""
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+
+
 def replica_of(driver) -> str:
     """The replica nginx keeps this browser on (its explorer_replica cookie: the address that answered it last)."""
     cookie = driver.get_cookie("explorer_replica")
@@ -221,20 +226,27 @@ def test_pages_on_a_killed_replica_come_back_by_themselves_on_the_live_one(brows
         assert set(before) <= {f"127.0.0.1:{port}" for port in pids}  # every page is kept on a replica
         victim, _ = Counter(before).most_common(1)[0]
         victim_port = victim.rsplit(":", 1)[1]
-        os.kill(pids[victim_port], signal.SIGKILL)
-        killed_at = time.monotonic()
         moved = [index for index, replica in enumerate(before) if replica == victim]
         stayed = [index for index in range(len(PAGES)) if index not in moved]
         assert moved  # at least one page was on the killed replica
-
-        seconds = in_parallel(
-            back_and_working,
-            [drivers[i] for i in moved],
-            [PAGES[i][0] for i in moved],
-            [expected[i] for i in moved],
-            [PAGES[i][1] for i in moved],
-            [sessions[i] for i in moved],
-        )
+        # The launcher is held until the moved pages are back: a replica it restarts answers within about a second
+        # (Streamlit loads the page's script at its first run), and a page that reconnected after that was kept on the
+        # restarted one by its cookie, never failing over to the live replica, which is what this part checks.
+        launcher = parent_of(pids[victim_port])
+        os.kill(launcher, signal.SIGSTOP)
+        try:
+            os.kill(pids[victim_port], signal.SIGKILL)
+            killed_at = time.monotonic()
+            seconds = in_parallel(
+                back_and_working,
+                [drivers[i] for i in moved],
+                [PAGES[i][0] for i in moved],
+                [expected[i] for i in moved],
+                [PAGES[i][1] for i in moved],
+                [sessions[i] for i in moved],
+            )
+        finally:
+            os.kill(launcher, signal.SIGCONT)
         print(f"replicas: {len(moved)} page(s) back {', '.join(f'{s:.1f}' for s in seconds)} s after the kill")
         # their browsers are now kept on the live replica, where their sessions moved; the others never noticed
         live = next(f"127.0.0.1:{port}" for port in pids if port != victim_port)
