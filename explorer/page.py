@@ -136,6 +136,7 @@ def open_page() -> PageContext | None:
     decoding, token_style = settings_controls(translator.config.max_len, translator.authors_decoding)
     with st.sidebar:
         svg_download.mount()  # draws nothing: it adds the SVG button to every chart's toolbar
+        assistive.reduce_motion()  # draws nothing either
     reconnect.mount()
     text, target = source_section(entry.card, controls)
     if not text.strip():

@@ -1,4 +1,5 @@
-"""Two small aids for keyboard and screen-reader users (st.components.v2, their .js and .css beside this file).
+"""Three small aids for keyboard and screen-reader users and for anyone who asks for less motion (st.components.v2,
+their .js and .css beside this file).
 
 - ``skip_link``: "Skip to sentence", the page's first link (after Streamlit's own "Skip to main content"): Enter
   puts the cursor in the sentence box, past the sidebar's controls. Shown only while it has the focus.
@@ -7,6 +8,8 @@
   change is spoken. Its element is drawn where it is called and hidden (``HIDDEN_CSS``): a fragment may call it on
   its own reruns, and a fragment can only write inside itself (Streamlit refuses a write to the sidebar from a
   fragment that did not write there on the last whole-page run).
+- ``reduce_motion``: when the system asks for less motion (``prefers-reduced-motion: reduce``), sections open and
+  fold, switches flip and menus open without moving (WCAG 2.3.3); with no such setting the page is unchanged.
 """
 
 from __future__ import annotations
@@ -37,10 +40,23 @@ ANNOUNCER = st.components.v2.component(
 )
 
 
+REDUCED_MOTION = st.components.v2.component(
+    "attention_explorer.reduced_motion",
+    css=(HERE / "reduced_motion.css").read_text(encoding="utf-8"),
+    js=(HERE / "reduced_motion.js").read_text(encoding="utf-8"),
+    isolate_styles=False,
+)
+
+
 def skip_link() -> None:
     """Draw the link; call it before anything else in the sidebar so that it comes first in the tab order."""
     with st.sidebar:
         SKIP_LINK(data={"target": SENTENCE_BOX}, key="skip_link")
+
+
+def reduce_motion() -> None:
+    """Draw nothing; call it on every whole-page run, so that every view honours the system's setting."""
+    REDUCED_MOTION(key="reduced_motion")
 
 
 def announce(name: str, *messages: str) -> None:

@@ -223,3 +223,41 @@ def test_at_200_percent_zoom_every_control_is_still_there(shipped_server, driver
         lambda d: d.find_element(By.CSS_SELECTOR, "input[aria-label='Checkpoint']").is_displayed(),
         "the sidebar's checkpoint picker never came into view",
     )
+
+
+# Records whether each animation the page starts is still running when it is handed back (playState), wrapping the
+# page's own Element.prototype.animate: what the page did, whenever the test reads it.
+RECORD_ANIMATIONS = """
+const animate = Element.prototype.animate;
+window.startedAnimations = [];
+Element.prototype.animate = function (keyframes, options) {
+    const animation = animate.call(this, keyframes, options);
+    window.startedAnimations.push(animation.playState);
+    return animation;
+};"""
+
+
+@pytest.mark.parametrize("motion", ["reduce", "no-preference"])
+def test_sections_open_at_once_when_the_system_asks_for_less_motion_and_slide_otherwise(shipped_server, driver, motion):
+    """With prefers-reduced-motion: reduce (WCAG 2.3.3; the suite's browsers ask for it, tests/browser_helpers.py) a
+    section opens at once, its height animation ended as soon as it starts, and Streamlit's CSS transitions and
+    animations last a hundredth of a millisecond; with no preference the page is Streamlit's own, sliding open."""
+    from selenium.webdriver.common.by import By
+
+    driver.execute_cdp_cmd(
+        "Emulation.setEmulatedMedia", {"features": [{"name": "prefers-reduced-motion", "value": motion}]}
+    )
+    try:
+        load_page(driver, shipped_server)
+        wait_until(driver, lambda d: d.execute_script("return !!window.attentionExplorerReducedMotion"), "not mounted")
+        driver.execute_script(RECORD_ANIMATIONS)
+        driver.find_element(By.XPATH, "//summary[.//*[contains(text(), 'How to read this')]]").click()
+        wait_until(driver, lambda d: d.execute_script("return window.startedAnimations.length > 0"), "nothing moved")
+        started = driver.execute_script("return window.startedAnimations")
+        durations = driver.execute_script("return getComputedStyle(document.body).animationDuration")
+    finally:
+        driver.execute_cdp_cmd("Emulation.setEmulatedMedia", {"features": []})
+    if motion == "reduce":
+        assert set(started) == {"finished"} and durations == "1e-05s"
+    else:
+        assert "running" in started and durations == "0s"
