@@ -30,6 +30,10 @@ CHROMIUM_FLAGS = (
     "--disable-component-update",
     "--disable-sync",
     "--disable-dev-shm-usage",  # containers often have a tiny /dev/shm
+    # as a person who asks for less motion: the page then opens sections and flips switches without animating them
+    # (explorer/components/assistive.py), and each such action costs the browser about half the CPU time; the page
+    # with its motion is tested in test_accessibility.py
+    "--force-prefers-reduced-motion",
 )
 SERVER_START_LIMIT_S = 90  # streamlit imports torch and plotly before it answers; the machine may be busy
 
