@@ -88,6 +88,10 @@ def enter_as_teacher(code: str, key: str) -> None:
         say("That teacher link does not open a class: the class has ended, or the link is not its teacher's.")
         return
     set_membership(Membership(code, teacher_key=key))
+    # out of the address bar now, before anything of the class is drawn: the run's URL is written only at its end
+    # (explorer.state.write_url), a second or more after the page shows the class on a busy server
+    if "teacher" in st.query_params:
+        del st.query_params["teacher"]
 
 
 def join(code: str, seat: str = "") -> None:

@@ -107,6 +107,15 @@ def replica_of(driver) -> str:
     return cookie["value"] if cookie else ""
 
 
+# Notes the page's address at the moment the class panel's first words reach the page (a script run before the page's
+# own, watching every change of the document).
+ADDRESS_WHEN_THE_CLASS_SHOWS = """
+new MutationObserver((changes, observer) => {
+    if (document.body && document.body.textContent.includes("You teach class")) {
+        window.addressWhenTheClassShowed = location.href;
+        observer.disconnect();
+    }
+}).observe(document, {childList: true, subtree: true, characterData: true});"""
 CLASS_SENTENCES = ("a blue man rides on the street.", "two green dog plays in the snow.")
 
 
@@ -142,9 +151,12 @@ def test_a_student_on_one_replica_follows_and_answers_a_teacher_on_the_other(bro
     with chromium(tmp_path / "teacher", 1280, 1600) as teacher, chromium(tmp_path / "student", 1280, 1600) as student:
         on_replica(teacher, hall.url, replicas[0])
         on_replica(student, hall.url, replicas[1])
+        teacher.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": ADDRESS_WHEN_THE_CLASS_SHOWS})
         teacher.get(f"{hall.url}/?class={made.code}&teacher={made.teacher_key}&sentence={quote(first)}")
         wait_until(teacher, lambda d: "You teach class" in page_text(d), "the teacher link did not open the class")
-        assert "teacher=" not in teacher.current_url  # the key leaves the address bar at once
+        # the key left the address bar before the class was drawn (the run's URL is written only at its end)
+        assert "teacher=" not in teacher.execute_script("return window.addressWhenTheClassShowed")
+        assert "teacher=" not in teacher.current_url
         student.get(f"{hall.url}/?class={made.code}")
         wait_until(student, lambda d: "following the teacher" in page_text(d), "the student did not join")
         wait_until(student, lambda d: driver_sentence(d) == first, "the student did not open the teacher's page")
