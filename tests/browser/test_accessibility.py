@@ -235,13 +235,16 @@ Element.prototype.animate = function (keyframes, options) {
     window.startedAnimations.push(animation.playState);
     return animation;
 };"""
+ELEMENTS_WITH_A_TRANSITION = """return [...document.querySelectorAll('*')].filter(
+    element => getComputedStyle(element).transitionDuration.split(',').some(duration => parseFloat(duration) > 0)
+).length"""
 
 
 @pytest.mark.parametrize("motion", ["reduce", "no-preference"])
 def test_sections_open_at_once_when_the_system_asks_for_less_motion_and_slide_otherwise(shipped_server, driver, motion):
     """With prefers-reduced-motion: reduce (WCAG 2.3.3; the suite's browsers ask for it, tests/browser_helpers.py) a
-    section opens at once, its height animation ended as soon as it starts, and Streamlit's CSS transitions and
-    animations last a hundredth of a millisecond; with no preference the page is Streamlit's own, sliding open."""
+    section opens at once, its height animation ended as soon as it starts, and no element of the page has a CSS
+    transition left; with no preference the page is Streamlit's own, sliding open."""
     from selenium.webdriver.common.by import By
 
     driver.execute_cdp_cmd(
@@ -254,10 +257,10 @@ def test_sections_open_at_once_when_the_system_asks_for_less_motion_and_slide_ot
         driver.find_element(By.XPATH, "//summary[.//*[contains(text(), 'How to read this')]]").click()
         wait_until(driver, lambda d: d.execute_script("return window.startedAnimations.length > 0"), "nothing moved")
         started = driver.execute_script("return window.startedAnimations")
-        durations = driver.execute_script("return getComputedStyle(document.body).animationDuration")
+        moving = driver.execute_script(ELEMENTS_WITH_A_TRANSITION)
     finally:
         driver.execute_cdp_cmd("Emulation.setEmulatedMedia", {"features": []})
     if motion == "reduce":
-        assert set(started) == {"finished"} and durations == "1e-05s"
+        assert set(started) == {"finished"} and moving == 0
     else:
-        assert "running" in started and durations == "0s"
+        assert "running" in started and moving > 0
