@@ -1,7 +1,7 @@
 // A page for someone whose system asks for less motion (prefers-reduced-motion: reduce): Streamlit opens and folds
 // its sections with the Web Animations API (height, half a second), which CSS cannot stop, so every animation
-// started on the page is sent to its end at once while the setting is on. Its CSS transitions and animations are
-// shortened by reduced_motion.css. Once per page: the function runs again on every run.
+// started on the page is sent to its end at once while the setting is on (one without end is stopped). CSS
+// transitions and animations are taken off by reduced_motion.css. Once per page: the function runs again on every run.
 const REDUCE = "(prefers-reduced-motion: reduce)";
 
 export default function () {
@@ -11,7 +11,13 @@ export default function () {
   const animate = Element.prototype.animate;
   Element.prototype.animate = function (keyframes, options) {
     const animation = animate.call(this, keyframes, options);
-    if (reduce.matches) animation.finish();
+    if (reduce.matches) {
+      try {
+        animation.finish();
+      } catch (endless) {
+        animation.cancel(); // an animation without end cannot finish (InvalidStateError): it stops instead
+      }
+    }
     return animation;
   };
 }
