@@ -240,31 +240,44 @@ ELEMENTS_WITH_A_TRANSITION = """return [...document.querySelectorAll('*')].filte
 ).length"""
 
 
-@pytest.mark.parametrize("motion", ["reduce", "no-preference"])
-def test_sections_open_at_once_when_the_system_asks_for_less_motion_and_slide_otherwise(shipped_server, driver, motion):
-    """With prefers-reduced-motion: reduce (WCAG 2.3.3; the suite's browsers ask for it, tests/browser_helpers.py) a
-    section opens at once, its height animation ended as soon as it starts (one without end stopped), and no
-    element of the page has a CSS transition left; with no preference the page is Streamlit's own, sliding open."""
+def motion_on_opening_a_section(driver) -> tuple[list[str], int, str]:
+    """Open or fold the first "How to read this": the play states of the animations that started (as handed back),
+    how many elements have a CSS transition, and the play state of an endless animation started then (stopped at
+    once after: it must not keep the browser busy)."""
     from selenium.webdriver.common.by import By
 
-    driver.execute_cdp_cmd(
-        "Emulation.setEmulatedMedia", {"features": [{"name": "prefers-reduced-motion", "value": motion}]}
+    driver.execute_script("window.startedAnimations = []")
+    driver.find_element(By.XPATH, "//summary[.//*[contains(text(), 'How to read this')]]").click()
+    wait_until(driver, lambda d: d.execute_script("return window.startedAnimations.length > 0"), "nothing moved")
+    started = driver.execute_script("return window.startedAnimations")
+    endless = driver.execute_script(
+        "const a = document.body.animate([{opacity: 1}, {opacity: 0.9}], {duration: 1000, iterations: Infinity});"
+        "const state = a.playState; a.cancel(); return state;"
     )
+    return started, driver.execute_script(ELEMENTS_WITH_A_TRANSITION), endless
+
+
+def test_sections_open_at_once_when_the_system_asks_for_less_motion_and_slide_otherwise(shipped_server, driver):
+    """With prefers-reduced-motion: reduce (WCAG 2.3.3; the suite's browsers ask for it, tests/browser_helpers.py) a
+    section opens at once, its height animation ended as soon as it starts (one without end stopped), and no
+    element of the page has a CSS transition left; with no preference the page is Streamlit's own, sliding open. The
+    page follows the setting as it changes, without a reload."""
+
+    def asking(motion: str) -> None:
+        features = [{"name": "prefers-reduced-motion", "value": motion}] if motion else []
+        driver.execute_cdp_cmd("Emulation.setEmulatedMedia", {"features": features})
+
+    asking("reduce")
     try:
         load_page(driver, shipped_server)
         wait_until(driver, lambda d: d.execute_script("return !!window.attentionExplorerReducedMotion"), "not mounted")
         driver.execute_script(RECORD_ANIMATIONS)
-        driver.find_element(By.XPATH, "//summary[.//*[contains(text(), 'How to read this')]]").click()
-        wait_until(driver, lambda d: d.execute_script("return window.startedAnimations.length > 0"), "nothing moved")
-        started = driver.execute_script("return window.startedAnimations")
-        moving = driver.execute_script(ELEMENTS_WITH_A_TRANSITION)
-        endless = driver.execute_script(
-            "return document.body.animate([{opacity: 1}, {opacity: 0.9}], {duration: 1000, iterations: Infinity})"
-            ".playState"
-        )
+        reduced = motion_on_opening_a_section(driver)
+        asking("no-preference")
+        own = motion_on_opening_a_section(driver)
     finally:
-        driver.execute_cdp_cmd("Emulation.setEmulatedMedia", {"features": []})
-    if motion == "reduce":
-        assert set(started) == {"finished"} and moving == 0 and endless == "idle"  # a spinner stops
-    else:
-        assert "running" in started and moving > 0 and endless == "running"
+        asking("")
+    started, moving, endless = reduced
+    assert set(started) == {"finished"} and moving == 0 and endless == "idle"  # a spinner stops
+    started, moving, endless = own
+    assert "running" in started and moving > 0 and endless == "running"
