@@ -174,7 +174,7 @@ def build_model(folder: Path) -> tuple[Transformer, Tokenizer]:
     return model, tokenizer
 
 
-def check_checkpoint(folder: Path) -> None:
+def check_checkpoint(folder: str | Path) -> None:
     """Make every check ``build_model`` makes, with its errors, without reading the weights: the names and shapes
     in model.safetensors' header are checked against the architecture config.json describes, built on the meta
     device, and safetensors checks the file's length against its header. Listing a folder of a model of hundreds of
@@ -187,7 +187,8 @@ def check_checkpoint(folder: Path) -> None:
         seeded_model(folder, config, _seed_recipe(folder, weights))
         return
     with torch.device("meta"):
-        _check_stored_tensors(weights, Transformer(config))
+        architecture = Transformer(config)
+    _check_stored_tensors(weights, architecture)
 
 
 def _checked_config_and_tokenizer(folder: Path) -> tuple[TransformerConfig, Tokenizer]:
