@@ -5,8 +5,8 @@ one SQLite class store, started once for this file.
   teacher's sentence, view and step without a reload, answers the question the teacher asks, sees the reveal,
   explores on its own and follows again. axe-core scans the student's question and the teacher's revealed page.
 - Three pages, and one replica killed under them. Each page on the killed replica comes back by itself, through
-  nginx, on the live one, showing its own sentence, step and charts again, and goes on working; the launcher
-  restarts the dead replica.
+  nginx, on the live one, showing its own sentence, step and charts again, and goes on working; the launcher, held
+  until then (a replica it restarts answers within a second and would keep the pages), restarts the dead replica.
 
 Skipped with the reason when Chromium or nginx is missing, except under CI=true.
 """
