@@ -1,7 +1,9 @@
 // A page for someone whose system asks for less motion (prefers-reduced-motion: reduce): Streamlit opens and folds
 // its sections with the Web Animations API (height, half a second), which CSS cannot stop, so every animation
-// started on the page is sent to its end at once while the setting is on (one without end is stopped). CSS
-// transitions and animations are taken off by reduced_motion.css. Once per page: the function runs again on every run.
+// started on the page while the setting is on is given no duration: it ends on the next frame and tells its end as
+// any animation does (Streamlit shows a section's content when the animation's "finish" event comes; ending it
+// inside animate() itself would send that event before anyone listens). CSS transitions and animations are taken
+// off by reduced_motion.css. Once per page: the function runs again on every run.
 const REDUCE = "(prefers-reduced-motion: reduce)";
 
 export default function () {
@@ -10,14 +12,9 @@ export default function () {
   const reduce = window.matchMedia(REDUCE);
   const animate = Element.prototype.animate;
   Element.prototype.animate = function (keyframes, options) {
-    const animation = animate.call(this, keyframes, options);
     if (reduce.matches) {
-      try {
-        animation.finish();
-      } catch (endless) {
-        animation.cancel(); // an animation without end cannot finish (InvalidStateError): it stops instead
-      }
+      options = typeof options === "number" ? 0 : { ...options, duration: 0, delay: 0, endDelay: 0 };
     }
-    return animation;
+    return animate.call(this, keyframes, options);
   };
 }
