@@ -5,8 +5,9 @@ change each; presenter mode on and off; the decoding steps' keys.
 The controls are found in the page as Streamlit draws them (by their ``data-testid``), not from a list kept here: a
 control added to the page is pressed by the next walk without a new test. After every action the walk waits for the
 run it started to end (the ``script_finished`` message) and records as a problem an exception element, a console
-error, a download that never arrives, a run that never ends, or text cut off (a control's label ended with an
-ellipsis, a chart's text outside the chart) (tests/browser/test_walk.py).
+error, a download that never arrives, a run that never ends, a section stuck between open and folded (its content
+not shown), or text cut off (a control's label ended with an ellipsis, a chart's text outside the chart)
+(tests/browser/test_walk.py).
 """
 
 from __future__ import annotations
@@ -118,6 +119,12 @@ for (const chart of document.querySelectorAll('.js-plotly-plot')) {
 }
 return cut;
 """
+# A folded section as a person sees it after a press: open with its content shown, or folded to its summary; in
+# between while it slides (the summary: arguments[0]).
+SECTION_STATE = """const summary = arguments[0], details = summary.parentElement;
+const content = details.getBoundingClientRect().height - summary.getBoundingClientRect().height;
+return details.open && content > 20 ? 'open' : !details.open && content < 5 ? 'folded' : 'between';"""
+SECTION_SETTLE_S = 5.0  # Streamlit slides a section open or folded in half a second
 # The element of one control, found again as FIND_CONTROLS found it: a run may have replaced the one seen before.
 FIND_ONE = (
     LABEL_OF
@@ -189,6 +196,8 @@ class Walk:
         self.settle(what, expect_run=control.kind not in ("section", "download"))
         if control.kind == "download":
             self.wait_for_download(what, before)
+        if control.kind == "section":
+            self.wait_for_section(what, control)
 
     def change(self, control: Control, option: str | None) -> str | None:
         """Find the control and change it. A page that redraws by itself (the Train view while a training runs, once
@@ -259,6 +268,24 @@ class Walk:
             if cut not in self.cut:
                 self.cut.add(cut)
                 self.problems.append(f"{what}: cut off: {cut}")
+
+    def wait_for_section(self, what: str, control: Control) -> None:
+        """A pressed section ends open with its content shown or folded with it hidden, not stuck in between."""
+        from selenium.common.exceptions import StaleElementReferenceException
+
+        deadline = time.monotonic() + SECTION_SETTLE_S
+        while time.monotonic() < deadline:
+            summary = self.element(control)
+            try:
+                state = self.driver.execute_script(SECTION_STATE, summary) if summary is not None else "gone"
+            except StaleElementReferenceException:  # redrawn by a run meanwhile: found again
+                state = "between"
+            if state != "between":
+                return
+            time.sleep(0.1)
+        self.problems.append(
+            f"{what}: the section was neither open with its content nor folded {SECTION_SETTLE_S} s on"
+        )
 
     def wait_for_download(self, what: str, before: set[Path]) -> None:
         deadline = time.monotonic() + WAIT_S
