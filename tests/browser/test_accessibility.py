@@ -29,6 +29,7 @@ from tests.browser.pages import (
     translation_text,
     wait_until,
 )
+from tests.browser.walk import SECTION_STATE
 from tests.browser_helpers import as_new, chromium, click_button, streamlit_server
 from tests.helpers import REPO
 
@@ -238,10 +239,6 @@ Element.prototype.animate = function (keyframes, options) {
 ELEMENTS_WITH_A_TRANSITION = """return [...document.querySelectorAll('*')].filter(
     element => getComputedStyle(element).transitionDuration.split(',').some(duration => parseFloat(duration) > 0)
 ).length"""
-# A section as a person sees it: open with its content shown at full height, or folded to its summary.
-SECTION_SHOWN = """const [details, summary] = arguments;
-const content = details.getBoundingClientRect().height - summary.getBoundingClientRect().height;
-return details.open && content > 20 ? 'open' : !details.open && content < 5 ? 'folded' : 'between';"""
 
 
 def fold_and_open_a_section(driver) -> tuple[list[float], int]:
@@ -251,11 +248,10 @@ def fold_and_open_a_section(driver) -> tuple[list[float], int]:
 
     driver.execute_script("window.startedAnimations = []")
     summary = driver.find_element(By.XPATH, "//summary[.//*[contains(text(), 'How to read this')]]")
-    details = summary.find_element(By.XPATH, "./..")
     for _ in range(2):
-        wanted = "folded" if driver.execute_script(SECTION_SHOWN, details, summary) == "open" else "open"
+        wanted = "folded" if driver.execute_script(SECTION_STATE, summary) == "open" else "open"
         summary.click()
-        wait_until(driver, lambda d, w=wanted: d.execute_script(SECTION_SHOWN, details, summary) == w, f"not {wanted}")
+        wait_until(driver, lambda d, w=wanted: d.execute_script(SECTION_STATE, summary) == w, f"not {wanted}")
     return driver.execute_script("return window.startedAnimations"), driver.execute_script(ELEMENTS_WITH_A_TRANSITION)
 
 
