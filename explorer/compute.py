@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import streamlit as st
-import torch
 from streamlit import runtime
 
 from explorer.open_models import OpenModels, memory_budget_bytes, weight_bytes
@@ -42,7 +41,7 @@ from model.analysis.importance import HeadImportance, head_importance
 from model.analysis.internals import AttentionStages, attention_stages
 from model.analysis.samples import Draw, SampleTable, explain_sampled_trace, sample_again
 from model.analysis.word_order import WordOrderComparison, compare_word_order
-from model.checkpoint import CheckpointEntry, read_config, scan_checkpoints
+from model.checkpoint import CheckpointEntry, architecture, read_config, scan_checkpoints
 from model.decoding.beam_tree import BeamTree
 from model.decoding.languages import NO_LANGUAGES, LanguagePair, using_languages
 from model.decoding.sampling import Sampling
@@ -147,9 +146,9 @@ def open_models() -> OpenModels[Translator]:
 
 
 def meta_model(folder: str) -> Transformer:
-    """The checkpoint's architecture with no weights (the "meta" device): its size, known before it is loaded."""
-    with torch.device("meta"):
-        return Transformer(read_config(Path(folder)))
+    """The checkpoint's architecture with no weights (model.checkpoint.architecture): its size, known before it is
+    loaded."""
+    return architecture(read_config(Path(folder)))
 
 
 def load_translator(key: ModelKey) -> Translator:

@@ -186,9 +186,14 @@ def check_checkpoint(folder: str | Path) -> None:
     if not weights.is_file():
         seeded_model(folder, config, _seed_recipe(folder, weights))
         return
+    _check_stored_tensors(weights, architecture(config))
+
+
+def architecture(config: TransformerConfig) -> Transformer:
+    """The model ``config`` describes, with no weights (the "meta" device): its tensors' names, shapes and dtypes,
+    and so its size, known before anything is loaded or drawn."""
     with torch.device("meta"):
-        architecture = Transformer(config)
-    _check_stored_tensors(weights, architecture)
+        return Transformer(config)
 
 
 def _checked_config_and_tokenizer(folder: Path) -> tuple[TransformerConfig, Tokenizer]:

@@ -12,6 +12,7 @@ import torch
 from torch import nn
 
 from model import Transformer, TransformerConfig, capture_attention
+from model.checkpoint import architecture
 from model.interop import Seq2SeqTransformer, export_torch, import_torch
 from model.interop.torch_transformer import tutorial_logits
 from model.layers import Dropout, PositionalEncoding, TokenEmbedding, sinusoidal_encoding
@@ -629,11 +630,10 @@ def tensor_shapes(model: nn.Module) -> dict[str, tuple[tuple[int, ...], torch.dt
 @pytest.mark.parametrize("changes", META_VARIANTS.values(), ids=META_VARIANTS.keys())
 def test_a_model_built_on_the_meta_device_has_the_real_ones_tensors(changes):
     """The explorer knows a checkpoint's size before loading it from a model built on the "meta" device
-    (explorer.compute.meta_model): every parameter and buffer must be there with its shape and dtype, though
+    (model.checkpoint.architecture): every parameter and buffer must be there with its shape and dtype, though
     nothing is drawn or computed for it."""
     config = small_config(40, **changes)
-    with torch.device("meta"):
-        shapes = Transformer(config)
+    shapes = architecture(config)
     real = Transformer(config)
     assert tensor_shapes(shapes) == tensor_shapes(real)
     assert all(t.is_meta for t in [*shapes.parameters(), *shapes.buffers()])
@@ -644,9 +644,9 @@ def test_a_model_built_on_the_meta_device_does_not_import_the_compiler():
     server start that nothing else the explorer does needs; building the model there draws and computes nothing."""
     code = (
         "import sys, torch\n"
-        "from model import Transformer, TransformerConfig\n"
-        "with torch.device('meta'):\n"
-        "    Transformer(TransformerConfig(src_vocab_size=40, tgt_vocab_size=40))\n"
+        "from model import TransformerConfig\n"
+        "from model.checkpoint import architecture\n"
+        "architecture(TransformerConfig(src_vocab_size=40, tgt_vocab_size=40))\n"
         "print('torch._dynamo' in sys.modules)\n"
     )
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=False)
