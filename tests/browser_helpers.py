@@ -31,8 +31,8 @@ CHROMIUM_FLAGS = (
     "--disable-sync",
     "--disable-dev-shm-usage",  # containers often have a tiny /dev/shm
     # as a person who asks for less motion: the page then opens sections and flips switches without animating them
-    # (explorer/components/assistive.py), and each such action costs the browser about half the CPU time; the page
-    # with its motion is tested in test_accessibility.py
+    # (explorer/components/assistive.py), and a section opened costs the browser about a third of the CPU time; the
+    # page with its motion is tested in test_accessibility.py
     "--force-prefers-reduced-motion",
 )
 SERVER_START_LIMIT_S = 90  # streamlit imports torch and plotly before it answers; the machine may be busy
